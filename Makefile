@@ -1,0 +1,18 @@
+# Two commands on a fresh machine: `make demo` and `make test`. Both set up .venv first.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PYTEST_ARGS ?=
+
+.PHONY: install test test-all demo clean-workers
+
+install:
+	@bash scripts/install_venv.sh $(VENV)
+
+test: install
+	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS) tests
+
+test-all: install
+	$(PY) -m pytest $(PYTEST_ARGS) tests
+
+demo: install
+	$(VENV)/bin/tff-noisy compare experiments/configs/demo.yaml --methods fedavg,fedprox --out runs/demo

@@ -1,0 +1,246 @@
+"""ExperimentConfig: one YAML file describes data, partition, noise, model, method and schedule.
+
+Loading checks every key and type and names the closest valid key for a typo; the
+section validators (in the modules that own each choice) check values, all before any
+work starts. Errors are :class:`ConfigError` and name the field, e.g. ``noise.rate``.
+"""
+
+import dataclasses
+import difflib
+import hashlib
+import json
+import typing
+from typing import Any, Optional
+
+import yaml
+
+
+class ConfigError(ValueError):
+  """A configuration value is missing, unknown or outside what is allowed."""
+
+
+@dataclasses.dataclass
+class DataConfig:
+  dataset: str = 'digits'
+  data_dir: Optional[str] = None  # IDX files; else $TFF_NOISY_DATA, then the Debian path.
+  num_classes: Optional[int] = None  # Optional check against the dataset's classes.
+  train_subset: Optional[int] = None  # Class-balanced training subset size (None: all).
+  test_subset: Optional[int] = None  # First N test examples (None: all).
+  public_fraction: float = 0.0  # Stratified, unlabelled public split (FedDS).
+  cache_dir: Optional[str] = None  # Default: $TFF_NOISY_CACHE or ~/.cache/tff-noisy.
+
+
+@dataclasses.dataclass
+class PartitionConfig:
+  name: str = 'iid'  # iid | iid_sigma | dirichlet | shards | fedcorr
+  num_clients: int = 10
+  sigma: float = 0.25  # iid_sigma: relative std of client sizes.
+  alpha: float = 0.5  # dirichlet / fedcorr concentration.
+  min_size: int = 10  # dirichlet / fedcorr: resample until every client has this many.
+  shards_per_client: int = 2  # shards.
+  class_prob: float = 0.7  # fedcorr: probability that a client holds a class.
+
+
+@dataclasses.dataclass
+class NoiseConfig:
+  name: str = 'none'  # none | symmetric | pairflip | cifar10_asym | fedln | cleanlab | fedcorr | linear | choice | real
+  rate: float = 0.0  # symmetric / pairflip / cifar10_asym: flip probability.
+  noisy_fraction: float = 1.0  # F: fraction of clients that are noisy.
+  level: float = 0.0  # fedln / cleanlab: n_l.
+  sparsity: float = 0.0  # fedln / cleanlab: n_s.
+  shared_matrix: bool = False  # fedln / cleanlab: one matrix for all noisy clients (FedEFC).
+  min_rate: float = 0.0  # linear: per-client rates linearly spaced in [min_rate, max_rate].
+  max_rate: float = 0.0
+  rates: Optional[list] = None  # choice: each client's rate drawn from this list (FedDS).
+  balanced: bool = True  # choice: give each listed rate to the same number of clients.
+  flip: str = 'symmetric'  # linear / choice: symmetric | pairflip | cifar10_asym.
+  rho: float = 0.0  # fedcorr: fraction of noisy clients.
+  tau: float = 0.0  # fedcorr: lower bound of a noisy client's rate (rate ~ U[tau, 1]).
+  real_labels: Optional[str] = None  # real: cifar-N label column (e.g. worse_label).
+
+
+@dataclasses.dataclass
+class ModelConfig:
+  name: str = 'mlp'  # mlp | small_cnn | cnn9 | resnet20 | audio
+  norm: str = 'group'  # resnet20: group | batch.
+
+
+@dataclasses.dataclass
+class MethodConfig:
+  name: str = 'fedavg'
+  params: dict = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class FLConfig:
+  rounds: int = 10
+  participation: float = 1.0  # Fraction q of clients per round, in (0, 1].
+  clients_per_round: Optional[int] = None  # Overrides participation when set.
+  local_epochs: int = 1
+  batch_size: int = 32
+  client_optimizer: str = 'sgd'  # sgd | adam
+  client_lr: float = 0.05
+  momentum: float = 0.0
+  server_lr: float = 1.0
+  eval_every: int = 1
+  checkpoint_every: int = 5
+
+
+@dataclasses.dataclass
+class ExperimentConfig:
+  seed: int = 0
+  data: DataConfig = dataclasses.field(default_factory=DataConfig)
+  partition: PartitionConfig = dataclasses.field(default_factory=PartitionConfig)
+  noise: NoiseConfig = dataclasses.field(default_factory=NoiseConfig)
+  model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
+  method: MethodConfig = dataclasses.field(default_factory=MethodConfig)
+  fl: FLConfig = dataclasses.field(default_factory=FLConfig)
+
+  def to_dict(self) -> dict:
+    return dataclasses.asdict(self)
+
+  def data_dict(self) -> dict:
+    """The part of the config that determines the federated data (its cache key)."""
+    data = dataclasses.asdict(self.data)
+    data.pop('cache_dir')
+    data.pop('data_dir')
+    return {
+        'seed': self.seed,
+        'data': data,
+        'partition': dataclasses.asdict(self.partition),
+        'noise': dataclasses.asdict(self.noise),
+    }
+
+  def data_hash(self) -> str:
+    blob = json.dumps(self.data_dict(), sort_keys=True).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def _type_ok(value: Any, annotation: Any) -> Any:
+  """Returns the value coerced to the annotation, or raises TypeError."""
+  origin = typing.get_origin(annotation)
+  if origin is typing.Union:
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if value is None:
+      return None
+    return _type_ok(value, args[0])
+  if annotation is float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+      raise TypeError('a number')
+    return float(value)
+  if annotation is int:
+    if isinstance(value, bool) or not isinstance(value, int):
+      raise TypeError('an integer')
+    return value
+  if annotation is bool:
+    if not isinstance(value, bool):
+      raise TypeError('true or false')
+    return value
+  if annotation is str:
+    if not isinstance(value, str):
+      raise TypeError('a string')
+    return value
+  if annotation is list:
+    if not isinstance(value, (list, tuple)):
+      raise TypeError('a list')
+    return list(value)
+  if annotation is dict:
+    if not isinstance(value, dict):
+      raise TypeError('a mapping')
+    return dict(value)
+  return value
+
+
+def _build(cls, values: Any, path: str):
+  if not isinstance(values, dict):
+    raise ConfigError(f'{path or "config"}: expected a mapping, got {values!r}')
+  fields = {f.name: f for f in dataclasses.fields(cls)}
+  hints = typing.get_type_hints(cls)
+  kwargs = {}
+  for key, value in values.items():
+    name = f'{path}.{key}' if path else str(key)
+    if key not in fields:
+      close = difflib.get_close_matches(str(key), list(fields), n=1)
+      hint = f"; did you mean '{close[0]}'?" if close else ''
+      raise ConfigError(
+          f"unknown config key '{name}'{hint} Allowed here: {', '.join(fields)}")
+    annotation = hints[key]
+    if dataclasses.is_dataclass(annotation):
+      kwargs[key] = _build(annotation, value, name)
+      continue
+    try:
+      kwargs[key] = _type_ok(value, annotation)
+    except TypeError as e:
+      raise ConfigError(f'{name}: expected {e.args[0]}, got {value!r}') from None
+  return cls(**kwargs)
+
+
+def from_dict(values: dict) -> ExperimentConfig:
+  """Builds and validates a config from nested dicts."""
+  config = _build(ExperimentConfig, values or {}, '')
+  validate(config)
+  return config
+
+
+def apply_overrides(values: dict, overrides: list) -> dict:
+  """Applies ``key.sub=value`` strings (values parsed as YAML) to nested dicts."""
+  for item in overrides or ():
+    if '=' not in item:
+      raise ConfigError(f"--set {item!r}: expected key=value, e.g. fl.rounds=20")
+    key, raw = item.split('=', 1)
+    target = values
+    parts = key.strip().split('.')
+    for part in parts[:-1]:
+      target = target.setdefault(part, {})
+      if not isinstance(target, dict):
+        raise ConfigError(f'--set {key}: {part} is not a section')
+    target[parts[-1]] = yaml.safe_load(raw)
+  return values
+
+
+def load(path: str, overrides: Optional[list] = None) -> ExperimentConfig:
+  """Loads a YAML config file, applies ``--set`` overrides and validates it."""
+  try:
+    with open(path) as f:
+      values = yaml.safe_load(f) or {}
+  except FileNotFoundError:
+    raise ConfigError(f'config file not found: {path}') from None
+  return from_dict(apply_overrides(values, overrides))
+
+
+def _require(condition: bool, field: str, message: str):
+  if not condition:
+    raise ConfigError(f'{field}: {message}')
+
+
+def validate(config: ExperimentConfig) -> None:
+  """Checks values that need no data; the data layer checks the rest before building."""
+  fl = config.fl
+  _require(fl.rounds >= 1, 'fl.rounds', f'must be >= 1, got {fl.rounds}')
+  _require(0.0 < fl.participation <= 1.0, 'fl.participation',
+           f'must be in (0, 1], got {fl.participation}')
+  if fl.clients_per_round is not None:
+    _require(1 <= fl.clients_per_round <= config.partition.num_clients,
+             'fl.clients_per_round',
+             f'must be in [1, partition.num_clients={config.partition.num_clients}], '
+             f'got {fl.clients_per_round}')
+  _require(fl.local_epochs >= 1, 'fl.local_epochs', f'must be >= 1, got {fl.local_epochs}')
+  _require(fl.batch_size >= 1, 'fl.batch_size', f'must be >= 1, got {fl.batch_size}')
+  _require(fl.client_optimizer in ('sgd', 'adam'), 'fl.client_optimizer',
+           f"must be one of sgd, adam; got '{fl.client_optimizer}'")
+  _require(fl.client_lr > 0, 'fl.client_lr', f'must be > 0, got {fl.client_lr}')
+  _require(0.0 <= fl.momentum < 1.0, 'fl.momentum', f'must be in [0, 1), got {fl.momentum}')
+  _require(fl.server_lr > 0, 'fl.server_lr', f'must be > 0, got {fl.server_lr}')
+  _require(fl.eval_every >= 1, 'fl.eval_every', f'must be >= 1, got {fl.eval_every}')
+  _require(fl.checkpoint_every >= 1, 'fl.checkpoint_every',
+           f'must be >= 1, got {fl.checkpoint_every}')
+  for validator in _section_validators():
+    validator(config)
+
+
+def _section_validators():
+  # Imported here so that config.py stays importable without TensorFlow.
+  from tff_noisy import methods  # pylint: disable=g-import-not-at-top
+  from tff_noisy.data import federated  # pylint: disable=g-import-not-at-top
+  return [federated.validate_config,
+          lambda c: methods.resolve_params(c.method.name, c.method.params)]

@@ -1,0 +1,179 @@
+"""The experiment driver: rounds, client sampling, evaluation, checkpoints, results.
+
+``run_experiment(config, out_dir)`` builds (or loads) the federated data, the model and
+the method's learning process, then for each round samples clients uniformly without
+replacement, runs ``process.next`` on their datasets and evaluates the global model on
+the test split. All randomness of round r derives from (seed, r), so a resumed run
+continues with exactly the samples and data order of an uninterrupted one.
+"""
+
+import collections
+import os
+import sys
+import time
+from typing import Callable, Optional
+
+import numpy as np
+from sklearn import metrics as sk_metrics
+import tensorflow as tf
+import tqdm
+
+import models
+from tff_noisy import methods
+from tff_noisy.config import ConfigError, ExperimentConfig
+from tff_noisy.data import federated as federated_data
+from tff_noisy.simulation import checkpoint
+from tff_noisy.simulation import results as results_lib
+from tff_noisy.simulation.client_state import ClientStateStore
+from tff_noisy.tff_runtime import import_tff
+
+_EVAL_BATCH = 1024
+
+
+def clients_per_round(config: ExperimentConfig) -> int:
+  if config.fl.clients_per_round is not None:
+    return config.fl.clients_per_round
+  return max(1, int(round(config.fl.participation * config.partition.num_clients)))
+
+
+def sample_clients(client_ids, num: int, seed: int, round_num: int) -> list:
+  """Uniform sample of ``num`` clients without replacement, fixed by (seed, round)."""
+  rng = np.random.default_rng([seed, round_num])
+  picked = np.sort(rng.choice(len(client_ids), size=num, replace=False))
+  return [client_ids[i] for i in picked]
+
+
+def client_dataset(x: np.ndarray, y: np.ndarray, batch_size: int, shuffle_seed: int,
+                   extra: Optional[dict] = None) -> tf.data.Dataset:
+  """A client's batched ``tf.data`` dataset of ``{'x', 'y', **extra}``."""
+  features = collections.OrderedDict(x=x.astype(np.float32), y=y.astype(np.int64))
+  features.update(extra or {})
+  dataset = tf.data.Dataset.from_tensor_slices(features)
+  return dataset.shuffle(max(len(y), 1), seed=shuffle_seed).batch(batch_size)
+
+
+def evaluate(model: tf.keras.Model, x: np.ndarray, y: np.ndarray) -> dict:
+  """Test accuracy and macro-F1 of ``model`` (logits out)."""
+  logits = model.predict(x, batch_size=_EVAL_BATCH, verbose=0)
+  predicted = np.argmax(logits, axis=-1)
+  return {
+      'test_accuracy': float(np.mean(predicted == y)),
+      'test_macro_f1': float(sk_metrics.f1_score(y, predicted, average='macro')),
+  }
+
+
+def make_model_fn(config: ExperimentConfig, input_shape, num_classes) -> Callable:
+  """Checks the model fits the data (a ConfigError if not) and returns its builder."""
+  options = {'norm': config.model.norm} if config.model.name == 'resnet20' else {}
+  try:
+    models.check_model_fits(config.model.name, tuple(input_shape), num_classes, **options)
+  except ValueError as e:
+    raise ConfigError(f'model.name: {e}') from None
+  return lambda: models.build_model(config.model.name, tuple(input_shape), num_classes,
+                                    **options)
+
+
+def _optimizers(config: ExperimentConfig):
+  tff = import_tff()
+  fl = config.fl
+  if fl.client_optimizer == 'adam':
+    client = tff.learning.optimizers.build_adam(fl.client_lr)
+  else:
+    client = tff.learning.optimizers.build_sgdm(fl.client_lr, fl.momentum or None)
+  return client, tff.learning.optimizers.build_sgdm(fl.server_lr)
+
+
+def _keras_weights(tff, model: tf.keras.Model):
+  return tff.learning.models.ModelWeights(
+      trainable=[v.numpy() for v in model.trainable_variables],
+      non_trainable=[v.numpy() for v in model.non_trainable_variables])
+
+
+def run_experiment(config: ExperimentConfig, out_dir: str, *, resume: bool = False,
+                   progress: Optional[bool] = None) -> results_lib.Results:
+  """Runs one federated experiment and writes its results to ``out_dir``."""
+  params = methods.resolve_params(config.method.name, config.method.params)
+  data = federated_data.build_federated_data(config)
+  model_fn = make_model_fn(config, data.input_shape, data.num_classes)
+  tff = import_tff()
+  from tff_noisy.federated import algorithms  # pylint: disable=g-import-not-at-top
+
+  fl = config.fl
+  ids = list(data.client_ids)
+  num_sampled = clients_per_round(config)
+  if num_sampled > len(ids):
+    raise ConfigError(f'fl.clients_per_round: {num_sampled} > {len(ids)} clients')
+  first = data.client(ids[0])
+  element_spec = client_dataset(first.x[:1], first.y[:1], fl.batch_size, 0).element_spec
+  client_optimizer, server_optimizer = _optimizers(config)
+  process = algorithms.build_process(
+      config.method.name, params, model_fn, element_spec, client_optimizer,
+      server_optimizer, local_epochs=fl.local_epochs)
+
+  tf.keras.utils.set_random_seed(config.seed)
+  eval_model = model_fn()
+  state = process.set_model_weights(process.initialize(), _keras_weights(tff, eval_model))
+  store = ClientStateStore()
+  history = []
+  start = 1
+  ckpt_dir = os.path.join(out_dir, 'checkpoints')
+  if resume:
+    loaded = checkpoint.load(ckpt_dir, state)
+    if loaded is not None:
+      done, state, store, history = loaded
+      start = done + 1
+  os.makedirs(out_dir, exist_ok=True)
+  writer = tf.summary.create_file_writer(os.path.join(out_dir, 'tb'))
+  show = sys.stderr.isatty() if progress is None else progress
+  bar = tqdm.tqdm(total=fl.rounds, initial=start - 1, disable=not show,
+                  desc=f'{config.method.name}', unit='round', file=sys.stderr)
+
+  for round_num in range(start, fl.rounds + 1):
+    sampled = sample_clients(ids, num_sampled, config.seed, round_num)
+    seeds = np.random.default_rng([config.seed, round_num, 1]).integers(2**31, size=len(sampled))
+    datasets, used, weights, skipped = [], [], [], 0
+    for cid, shuffle_seed in zip(sampled, seeds):
+      client = data.client(cid)
+      if len(client.y) == 0:
+        skipped += 1
+        continue
+      datasets.append(client_dataset(client.x, client.y, fl.batch_size, int(shuffle_seed)))
+      used.append(cid)
+      weights.append(float(len(client.y)))
+    record = {'round': round_num, 'clients': used, 'client_weights': weights,
+              'skipped_empty_clients': skipped}
+    started = time.time()
+    if datasets:
+      output = process.next(state, datasets)
+      state = output.state
+      train = output.metrics['client_work']['train']
+      record.update(
+          train_loss=float(train['loss']), train_accuracy=float(train['accuracy']),
+          non_finite_clients=int(train['non_finite_clients']),
+          update_rejected=int(output.metrics['finalizer']['update_non_finite']))
+    record['seconds'] = time.time() - started
+    record['wall_time'] = time.time()
+    if round_num % fl.eval_every == 0 or round_num == fl.rounds:
+      process.get_model_weights(state).assign_weights_to(eval_model)
+      record.update(evaluate(eval_model, data.x_test, data.y_test))
+    history.append(record)
+    with writer.as_default(step=round_num):
+      for key in ('train_loss', 'train_accuracy', 'test_accuracy', 'test_macro_f1'):
+        if key in record:
+          tf.summary.scalar(key, record[key])
+    if round_num % fl.checkpoint_every == 0 or round_num == fl.rounds:
+      checkpoint.save(ckpt_dir, round_num, state, store, history)
+    bar.set_postfix(acc=record.get('test_accuracy', float('nan')),
+                    s_per_round=round(record['seconds'], 2))
+    bar.update(1)
+  bar.close()
+  writer.close()
+
+  process.get_model_weights(state).assign_weights_to(eval_model)
+  results_lib.save_final_weights(out_dir, eval_model.get_weights())
+  results = results_lib.Results(
+      config=config.to_dict(), data_hash=config.data_hash(), method=config.method.name,
+      params=params, rounds=history,
+      client_noise_rates={cid: float(r) for cid, r in zip(ids, data.noise_rates)})
+  results_lib.write(out_dir, results)
+  return results

@@ -1,0 +1,95 @@
+"""What a run leaves behind: results.json, metrics.csv, TensorBoard summaries, final weights.
+
+``results.json`` schema (documented in the README):
+  config           the full ExperimentConfig as a mapping
+  data_hash        cache key of the federated data (same hash: byte-identical data)
+  method, params   method name and its resolved parameters
+  rounds           one record per round: round, seconds, wall_time, clients,
+                   client_weights, skipped_empty_clients, non_finite_clients,
+                   update_rejected, train_loss, train_accuracy, and on evaluated rounds
+                   test_accuracy, test_macro_f1
+  final_accuracy   test accuracy after the last round
+  last10_accuracy  mean test accuracy of the last 10 evaluated rounds
+  client_noise_rates  true per-client noise rate (simulation truth, evaluation only)
+  extra            method diagnostics (e.g. noise estimates and their correlation)
+"""
+
+import csv
+import dataclasses
+import json
+import os
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+
+RESULTS_FILE = 'results.json'
+METRICS_FILE = 'metrics.csv'
+WEIGHTS_FILE = 'final_weights.npz'
+_CSV_FIELDS = ('round', 'seconds', 'clients', 'skipped_empty_clients', 'non_finite_clients',
+               'update_rejected', 'train_loss', 'train_accuracy', 'test_accuracy',
+               'test_macro_f1')
+
+
+@dataclasses.dataclass
+class Results:
+  config: Dict[str, Any]
+  data_hash: str
+  method: str
+  params: Dict[str, Any]
+  rounds: List[Dict[str, Any]]
+  client_noise_rates: Dict[str, float]
+  extra: Dict[str, Any] = dataclasses.field(default_factory=dict)
+
+  @property
+  def evaluated(self) -> List[Dict[str, Any]]:
+    return [r for r in self.rounds if 'test_accuracy' in r]
+
+  @property
+  def final_accuracy(self) -> Optional[float]:
+    evaluated = self.evaluated
+    return evaluated[-1]['test_accuracy'] if evaluated else None
+
+  @property
+  def last10_accuracy(self) -> Optional[float]:
+    evaluated = self.evaluated[-10:]
+    return float(np.mean([r['test_accuracy'] for r in evaluated])) if evaluated else None
+
+  def to_dict(self) -> Dict[str, Any]:
+    values = dataclasses.asdict(self)
+    values['final_accuracy'] = self.final_accuracy
+    values['last10_accuracy'] = self.last10_accuracy
+    return values
+
+
+def write(out_dir: str, results: Results) -> None:
+  """Writes results.json and metrics.csv into ``out_dir``."""
+  os.makedirs(out_dir, exist_ok=True)
+  with open(os.path.join(out_dir, RESULTS_FILE), 'w') as f:
+    json.dump(results.to_dict(), f, indent=1)
+  with open(os.path.join(out_dir, METRICS_FILE), 'w', newline='') as f:
+    writer = csv.DictWriter(f, fieldnames=_CSV_FIELDS, extrasaction='ignore')
+    writer.writeheader()
+    writer.writerows(results.rounds)
+
+
+def load(out_dir: str) -> Dict[str, Any]:
+  path = os.path.join(out_dir, RESULTS_FILE)
+  if not os.path.exists(path):
+    raise FileNotFoundError(f'{out_dir} has no {RESULTS_FILE}: not a finished tff-noisy run')
+  with open(path) as f:
+    return json.load(f)
+
+
+def save_final_weights(out_dir: str, weights: List[np.ndarray]) -> None:
+  """Saves the global model's Keras weights (``model.get_weights()`` order)."""
+  np.savez(os.path.join(out_dir, WEIGHTS_FILE), *weights)
+
+
+def load_final_weights(out_dir: str) -> List[np.ndarray]:
+  path = os.path.join(out_dir, WEIGHTS_FILE)
+  if not os.path.exists(path):
+    raise FileNotFoundError(
+        f'{out_dir} has no {WEIGHTS_FILE}: the run did not finish (resume it with '
+        '`tff-noisy run CONFIG --out DIR --resume`)')
+  with np.load(path) as arrays:
+    return [arrays[f'arr_{i}'] for i in range(len(arrays.files))]
