@@ -12,6 +12,8 @@ import os
 import signal
 import sys
 
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+
 from tff_noisy import config as config_lib
 
 
@@ -119,6 +121,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> None:
   args = _parser().parse_args(argv)
+  import absl.logging  # pylint: disable=g-import-not-at-top
+  absl.logging.set_verbosity(absl.logging.ERROR)
   # SIGTERM exits through Python so that TFF's worker is stopped at exit.
   signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
   try:

@@ -23,7 +23,7 @@ def resolve_params(name: str, params: dict) -> dict:
   defaults = METHOD_PARAMS[name]
   for key in params:
     if key not in defaults:
-      close = difflib.get_close_matches(key, list(defaults), n=1)
+      close = difflib.get_close_matches(key, list(defaults), n=1, cutoff=0.5)
       hint = f"; did you mean '{close[0]}'?" if close else ''
       allowed = ', '.join(defaults) or 'none'
       raise ConfigError(

@@ -103,8 +103,8 @@ def run_experiment(config: ExperimentConfig, out_dir: str, *, resume: bool = Fal
   num_sampled = clients_per_round(config)
   if num_sampled > len(ids):
     raise ConfigError(f'fl.clients_per_round: {num_sampled} > {len(ids)} clients')
-  first = data.client(ids[0])
-  element_spec = client_dataset(first.x[:1], first.y[:1], fl.batch_size, 0).element_spec
+  element_spec = client_dataset(data.x[ids[0]][:1], data.y[ids[0]][:1], fl.batch_size,
+                                0).element_spec
   client_optimizer, server_optimizer = _optimizers(config)
   process = algorithms.build_process(
       config.method.name, params, model_fn, element_spec, client_optimizer,
@@ -133,13 +133,13 @@ def run_experiment(config: ExperimentConfig, out_dir: str, *, resume: bool = Fal
     seeds = np.random.default_rng([config.seed, round_num, 1]).integers(2**31, size=len(sampled))
     datasets, used, weights, skipped = [], [], [], 0
     for cid, shuffle_seed in zip(sampled, seeds):
-      client = data.client(cid)
-      if len(client.y) == 0:
+      x, y = data.client(cid)
+      if len(y) == 0:
         skipped += 1
         continue
-      datasets.append(client_dataset(client.x, client.y, fl.batch_size, int(shuffle_seed)))
+      datasets.append(client_dataset(x, y, fl.batch_size, int(shuffle_seed)))
       used.append(cid)
-      weights.append(float(len(client.y)))
+      weights.append(float(len(y)))
     record = {'round': round_num, 'clients': used, 'client_weights': weights,
               'skipped_empty_clients': skipped}
     started = time.time()

@@ -1,0 +1,259 @@
+"""The federated build: one config and seed give byte-identical client data, cached.
+
+Order: load source -> class-balanced ``train_subset`` -> first ``test_subset`` test
+examples -> stratified unlabelled public split -> partition -> per-client noise. The
+result is saved with ``np.savez`` (no pickle) under ``<cache>/<config.data_hash()>/``,
+where <cache> is ``data.cache_dir``, else ``$TFF_NOISY_CACHE``, else
+``~/.cache/tff-noisy``; the next build with the same data config loads it.
+"""
+
+import dataclasses
+import json
+import os
+from typing import Optional
+
+import numpy as np
+
+from tff_noisy.config import ConfigError, ExperimentConfig
+from tff_noisy.data import noise as noise_lib
+from tff_noisy.data import partition as partition_lib
+from tff_noisy.data import sources
+
+CACHE_ENV = 'TFF_NOISY_CACHE'
+CACHE_FILE = 'data-v1.npz'  # Bump the version whenever the build's output changes.
+_SUBSET, _PUBLIC = 5, 6  # Random streams (see partition.generator).
+
+
+@dataclasses.dataclass
+class FederatedData:
+  """Client data of one build; per-client dicts are keyed by client id, in client order.
+
+  ``y_true``, ``y_public_true``, ``noise_rates`` and ``transition_matrices`` are
+  simulation truth, for evaluation only: never pass them to a method.
+  """
+  dataset_name: str
+  num_classes: int
+  input_shape: tuple
+  class_names: list
+  config_hash: str
+  client_ids: list  # 'client_000', ...
+  x: dict  # client id -> inputs [N_m, *input_shape] float32
+  y: dict  # client id -> observed (noisy) labels [N_m] int64
+  y_true: dict  # client id -> true labels [N_m] int64
+  noise_rates: np.ndarray  # [M] realised fraction of y != y_true, in client_ids order.
+  transition_matrices: np.ndarray  # [M, C, C] empirical, see noise.transition_matrix.
+  x_test: np.ndarray
+  y_test: np.ndarray
+  x_public: Optional[np.ndarray] = None  # Unlabelled public split (data.public_fraction).
+  y_public_true: Optional[np.ndarray] = None
+
+  def client(self, cid: str) -> tuple:
+    """Returns a client's (inputs, observed labels)."""
+    return self.x[cid], self.y[cid]
+
+
+def _require(condition: bool, field: str, message: str):
+  if not condition:
+    raise ConfigError(f'{field}: {message}')
+
+
+def _one_of(value, allowed, field: str):
+  _require(value in allowed, field, f"must be one of {', '.join(allowed)}; got {value!r}")
+
+
+def validate_config(config: ExperimentConfig) -> None:
+  """Checks the data, partition and noise sections without touching any data."""
+  data, part, noise = config.data, config.partition, config.noise
+  _one_of(data.dataset, sources.DATASETS, 'data.dataset')
+  spec = sources.DATASETS[data.dataset]
+  if data.num_classes is not None:
+    _require(data.num_classes == spec.num_classes, 'data.num_classes',
+             f'{data.dataset} has {spec.num_classes} classes, got {data.num_classes}')
+  for field in ('train_subset', 'test_subset'):
+    value = getattr(data, field)
+    _require(value is None or value >= 1, f'data.{field}', f'must be >= 1, got {value}')
+  _require(0.0 <= data.public_fraction < 1.0, 'data.public_fraction',
+           f'must be in [0, 1), got {data.public_fraction}')
+
+  _one_of(part.name, partition_lib.PARTITIONERS, 'partition.name')
+  _require(part.num_clients >= 1, 'partition.num_clients',
+           f'must be >= 1, got {part.num_clients}')
+  _require(part.sigma >= 0, 'partition.sigma', f'must be >= 0, got {part.sigma}')
+  _require(part.alpha > 0, 'partition.alpha', f'must be > 0, got {part.alpha}')
+  _require(part.min_size >= 1, 'partition.min_size', f'must be >= 1, got {part.min_size}')
+  _require(part.shards_per_client >= 1, 'partition.shards_per_client',
+           f'must be >= 1, got {part.shards_per_client}')
+  _require(0.0 < part.class_prob <= 1.0, 'partition.class_prob',
+           f'must be in (0, 1], got {part.class_prob}')
+
+  _one_of(noise.name, noise_lib.NOISE_MODELS, 'noise.name')
+  for field in ('rate', 'noisy_fraction', 'level', 'sparsity', 'min_rate', 'max_rate',
+                'rho', 'tau'):
+    value = getattr(noise, field)
+    _require(0.0 <= value <= 1.0, f'noise.{field}', f'must be in [0, 1], got {value}')
+  _require(noise.min_rate <= noise.max_rate, 'noise.min_rate',
+           f'must be <= noise.max_rate={noise.max_rate}, got {noise.min_rate}')
+  for i, rate in enumerate(noise.rates or ()):
+    _require(isinstance(rate, (int, float)) and not isinstance(rate, bool)
+             and 0.0 <= rate <= 1.0, f'noise.rates[{i}]', f'must be in [0, 1], got {rate!r}')
+  if noise.name == 'choice':
+    _require(bool(noise.rates), 'noise.rates',
+             "noise 'choice' needs a non-empty list, e.g. [0.1, 0.2, ..., 1.0]")
+  _one_of(noise.flip, noise_lib.FLIPS, 'noise.flip')
+  if noise.name == 'cifar10_asym' or (noise.name in ('linear', 'choice')
+                                      and noise.flip == 'cifar10_asym'):
+    _require(spec.num_classes == 10, 'noise.name' if noise.name == 'cifar10_asym'
+             else 'noise.flip', f'cifar10_asym needs a 10-class dataset; {data.dataset} '
+             f'has {spec.num_classes} classes')
+  if noise.name == 'real':
+    with_columns = [n for n, s in sources.DATASETS.items() if s.noisy_label_columns]
+    _require(bool(spec.noisy_label_columns), 'noise.name',
+             f"'real' needs a dataset with human noisy labels ({', '.join(with_columns)}); "
+             f'got {data.dataset}')
+    _one_of(noise.real_labels, spec.noisy_label_columns, 'noise.real_labels')
+
+
+def cache_dir(config: ExperimentConfig) -> str:
+  """The directory that holds (or will hold) this config's build."""
+  root = (config.data.cache_dir or os.environ.get(CACHE_ENV)
+          or os.path.expanduser('~/.cache/tff-noisy'))
+  return os.path.join(root, config.data_hash())
+
+
+def build_federated_data(config: ExperimentConfig) -> FederatedData:
+  """Builds the federated data of a config, or loads it from the cache."""
+  validate_config(config)
+  path = os.path.join(cache_dir(config), CACHE_FILE)
+  if os.path.exists(path):
+    with np.load(path, allow_pickle=False) as f:
+      arrays = {key: f[key] for key in f.files}
+    return _from_arrays(arrays)
+  arrays = _build_arrays(config)
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  partial = f'{path}.{os.getpid()}.partial'
+  with open(partial, 'wb') as f:
+    np.savez(f, **arrays)
+  os.replace(partial, path)  # Atomic: a reader never sees a half-written file.
+  return _from_arrays(arrays)
+
+
+def _sample_per_class(labels: np.ndarray, counts: np.ndarray, rng) -> np.ndarray:
+  """Sorted positions of counts[c] random samples of each class c."""
+  chosen = [rng.choice(np.flatnonzero(labels == c), size=n, replace=False)
+            for c, n in enumerate(counts)]
+  return np.sort(np.concatenate(chosen)).astype(np.int64)
+
+
+def _build_arrays(config: ExperimentConfig) -> dict:
+  """Runs the build; returns the flat arrays that are cached (see _from_arrays)."""
+  data, seed = config.data, config.seed
+  dataset = sources.load_dataset(data.dataset, data.data_dir)
+  num_classes = dataset.num_classes
+  class_sizes = np.bincount(dataset.y_train, minlength=num_classes)
+
+  pool = np.arange(len(dataset.y_train))
+  if data.train_subset is not None:
+    rng = partition_lib.generator(seed, _SUBSET)
+    counts = np.full(num_classes, data.train_subset // num_classes)
+    counts[rng.choice(num_classes, data.train_subset % num_classes, replace=False)] += 1
+    _require((counts <= class_sizes).all(), 'data.train_subset',
+             f'a class-balanced subset of {data.train_subset} needs {counts.max()} samples '
+             f'per class; the smallest {data.dataset} class has {class_sizes.min()}')
+    pool = _sample_per_class(dataset.y_train, counts, rng)
+
+  x_test, y_test = dataset.x_test, dataset.y_test
+  if data.test_subset is not None:
+    _require(data.test_subset <= len(y_test), 'data.test_subset',
+             f'{data.dataset} has {len(y_test)} test examples, got {data.test_subset}')
+    x_test, y_test = x_test[:data.test_subset], y_test[:data.test_subset]
+
+  arrays = {}
+  if data.public_fraction > 0:
+    labels = dataset.y_train[pool]
+    counts = np.floor(data.public_fraction * np.bincount(labels, minlength=num_classes)
+                      + 0.5).astype(np.int64)
+    public = _sample_per_class(labels, counts, partition_lib.generator(seed, _PUBLIC))
+    arrays['x_public'] = dataset.x_train[pool[public]]
+    arrays['y_public_true'] = dataset.y_train[pool[public]]
+    pool = np.delete(pool, public)
+
+  parts = partition_lib.partition(dataset.y_train[pool], config.partition, seed)
+  indices = [pool[p] for p in parts]
+  y_true = [dataset.y_train[i] for i in indices]
+  real = None
+  if config.noise.name == 'real':
+    column = dataset.y_train_noisy[config.noise.real_labels]
+    real = [column[i] for i in indices]
+  y_obs = noise_lib.apply_noise(y_true, num_classes, config.noise, seed, real)
+
+  order = np.concatenate(indices)
+  meta = {
+      'dataset_name': dataset.name,
+      'num_classes': num_classes,
+      'input_shape': list(dataset.input_shape),
+      'class_names': list(dataset.class_names),
+      'config_hash': config.data_hash(),
+      'data_config': config.data_dict(),
+  }
+  arrays.update(
+      meta=np.array(json.dumps(meta, sort_keys=True)),
+      client_sizes=np.array([len(i) for i in indices], np.int64),
+      x=dataset.x_train[order],
+      y=np.concatenate(y_obs),
+      y_true=dataset.y_train[order],
+      noise_rates=np.array([np.mean(o != t) for o, t in zip(y_obs, y_true)]),
+      transition_matrices=np.stack([noise_lib.transition_matrix(t, o, num_classes)
+                                    for o, t in zip(y_obs, y_true)]),
+      x_test=x_test,
+      y_test=y_test,
+  )
+  return arrays
+
+
+def _from_arrays(arrays: dict) -> FederatedData:
+  """FederatedData whose per-client arrays are views of the flat cached arrays."""
+  meta = json.loads(str(arrays['meta']))
+  sizes = arrays['client_sizes']
+  width = max(3, len(str(len(sizes) - 1)))
+  client_ids = [f'client_{m:0{width}d}' for m in range(len(sizes))]
+  cuts = np.cumsum(sizes)[:-1]
+
+  def per_client(key):
+    return dict(zip(client_ids, np.split(arrays[key], cuts)))
+
+  return FederatedData(
+      dataset_name=meta['dataset_name'],
+      num_classes=meta['num_classes'],
+      input_shape=tuple(meta['input_shape']),
+      class_names=meta['class_names'],
+      config_hash=meta['config_hash'],
+      client_ids=client_ids,
+      x=per_client('x'),
+      y=per_client('y'),
+      y_true=per_client('y_true'),
+      noise_rates=arrays['noise_rates'],
+      transition_matrices=arrays['transition_matrices'],
+      x_test=arrays['x_test'],
+      y_test=arrays['y_test'],
+      x_public=arrays.get('x_public'),
+      y_public_true=arrays.get('y_public_true'),
+  )
+
+
+def format_client_table(fd: FederatedData) -> str:
+  """A per-client table: id, size, classes present (true labels), true noise rate."""
+  width = max(len(c) for c in fd.client_ids + ['client', 'total'])
+  sizes = np.array([len(fd.y[c]) for c in fd.client_ids])
+  public = 0 if fd.x_public is None else len(fd.x_public)
+  lines = [f'{fd.dataset_name} [{fd.config_hash}]: {len(sizes)} clients, '
+           f'{fd.num_classes} classes, {public} public, {len(fd.y_test)} test',
+           f'{"client":<{width}}  {"size":>7}  {"classes":>7}  {"noise":>6}']
+  for cid, size, rate in zip(fd.client_ids, sizes, fd.noise_rates):
+    classes = len(np.unique(fd.y_true[cid]))
+    lines.append(f'{cid:<{width}}  {size:>7}  {classes:>7}  {rate:>6.3f}')
+  all_classes = len(np.unique(np.concatenate(list(fd.y_true.values()))))
+  overall = float(np.dot(sizes, fd.noise_rates) / sizes.sum())
+  lines.append(f'{"total":<{width}}  {sizes.sum():>7}  {all_classes:>7}  {overall:>6.3f}')
+  lines.append(f'noisy clients: {int((fd.noise_rates > 0).sum())}/{len(sizes)}; sizes '
+               f'{sizes.min()}..{sizes.max()} (mean {sizes.mean():.1f})')
+  return '\n'.join(lines)

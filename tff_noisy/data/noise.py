@@ -1,0 +1,212 @@
+"""Seeded label noise, applied per client.
+
+Every synthetic model is a row-stochastic transition matrix T (row = true class,
+column = observed class, T[c, k] = P(observed k | true c)) chosen per client, from which
+that client's labels are drawn. Clients draw from independent streams keyed by
+(seed, client index), so a client's noise does not depend on how many clients there are.
+
+Models (``noise.name``):
+
+* ``symmetric`` / ``pairflip`` / ``cifar10_asym``: one fixed T at ``noise.rate`` on a
+  fraction ``noisy_fraction`` of clients; labels flip independently per sample.
+* ``fedln``: FedLN's (n_l, n_s) generator (fedln spec §7.1) and ``cleanlab``: cleanlab's
+  trace/sparsity matrix flipped with exact counts (FedEFC); each on a fraction
+  ``noisy_fraction`` of clients, with one matrix per client or, with ``shared_matrix``,
+  one for all.
+* ``fedcorr``: each client noisy w.p. rho with rate U(tau, 1) (FedCorr, lsc spec §5).
+* ``linear`` / ``choice``: per-client rates, linearly spaced or drawn from a list, with
+  flip kind ``noise.flip`` (MaskedOptim, FedDS).
+* ``real``: a dataset's human noisy-label column (CIFAR-N).
+"""
+
+from typing import Optional
+
+import numpy as np
+
+from tff_noisy.config import NoiseConfig
+from tff_noisy.data.partition import apportion, generator
+
+NOISE_MODELS = ('none', 'symmetric', 'pairflip', 'cifar10_asym', 'fedln', 'cleanlab',
+                'fedcorr', 'linear', 'choice', 'real')
+_PLAN, _MATRIX, _SAMPLE = 2, 3, 4  # Random streams (see partition.generator).
+# truck -> automobile, bird -> airplane, deer -> horse, cat -> dog.
+CIFAR10_ASYM_PAIRS = {9: 1, 2: 0, 4: 7, 3: 5}
+
+
+def symmetric_matrix(num_classes: int, rate: float) -> np.ndarray:
+  """T = (1 - r) I + r/(C - 1) (11ᵀ - I): flip w.p. r to a uniformly random other class.
+
+  Symmetric noise of FedDS and MaskedOptim (fedds spec §5, maskedoptim spec §5).
+  """
+  matrix = np.full((num_classes, num_classes), rate / (num_classes - 1))
+  np.fill_diagonal(matrix, 1.0 - rate)
+  return matrix
+
+
+def pairflip_matrix(num_classes: int, rate: float) -> np.ndarray:
+  """T[c, c] = 1 - r, T[c, (c - 1) mod C] = r: pair flip y -> y - 1 (maskedoptim spec §5)."""
+  eye = np.eye(num_classes)
+  return (1.0 - rate) * eye + rate * np.roll(eye, -1, axis=1)
+
+
+def cifar10_asym_matrix(num_classes: int, rate: float) -> np.ndarray:
+  """CIFAR-10 asymmetric flips w.p. r: 9->1, 2->0, 4->7, 3->5, others clean (fedds §5)."""
+  if num_classes != 10:
+    raise ValueError(f'cifar10_asym needs 10 classes, got {num_classes}')
+  matrix = np.eye(10)
+  for source, target in CIFAR10_ASYM_PAIRS.items():
+    matrix[source, source] = 1.0 - rate
+    matrix[source, target] = rate
+  return matrix
+
+
+FLIPS = {
+    'symmetric': symmetric_matrix,
+    'pairflip': pairflip_matrix,
+    'cifar10_asym': cifar10_asym_matrix,
+}
+
+
+def fedln_matrix(num_classes: int, level: float, sparsity: float,
+                 rng: np.random.Generator) -> np.ndarray:
+  """FedLN's noise (fedln spec §7.1): each class c keeps its label w.p. 1 - n_l, else
+  moves to one of t = max(⌈(C - 1)(1 - n_s)⌉, 1) random targets ≠ c (n_l / t each).
+
+  n_s = 0 spreads flips over all other classes; n_s = 1 sends each class to one target.
+  """
+  # Rounded so that e.g. 9 * (1 - 0.9) = 0.9000000000000008 does not ceil to 2.
+  targets = max(int(np.ceil(round((num_classes - 1) * (1.0 - sparsity), 9))), 1)
+  matrix = (1.0 - level) * np.eye(num_classes)
+  for c in range(num_classes):
+    others = np.delete(np.arange(num_classes), c)
+    matrix[c, rng.choice(others, size=targets, replace=False)] += level / targets
+  return matrix
+
+
+def cleanlab_matrix(num_classes: int, level: float, sparsity: float,
+                    rng: np.random.Generator) -> np.ndarray:
+  """Confident Learning's generator (fedln spec §7.1 option, FedEFC): cleanlab's
+  ``generate_noise_matrix_from_trace`` with trace C(1 - n_l), a fraction n_s of the
+  off-diagonal entries zero and no learnability check (``valid_noise_matrix=False``).
+
+  cleanlab returns P[observed, true] (columns sum to 1); this returns its transpose.
+  """
+  from cleanlab.benchmarking import noise_generation  # pylint: disable=g-import-not-at-top
+  state = np.random.get_state()  # cleanlab seeds numpy's global generator.
+  try:
+    matrix = noise_generation.generate_noise_matrix_from_trace(
+        num_classes, num_classes * (1.0 - level), min_trace_prob=0.0,
+        frac_zero_noise_rates=sparsity, valid_noise_matrix=False,
+        seed=int(rng.integers(2**31)))
+  finally:
+    np.random.set_state(state)
+  return matrix.T
+
+
+def sample_labels(labels: np.ndarray, matrix: np.ndarray,
+                  rng: np.random.Generator) -> np.ndarray:
+  """Draws each observed label independently from row T[y] of its true label y."""
+  out = labels.copy()
+  for c in np.unique(labels):
+    members = np.flatnonzero(labels == c)
+    out[members] = rng.choice(len(matrix), size=len(members), p=matrix[c])
+  return out
+
+
+def assign_exact(labels: np.ndarray, matrix: np.ndarray,
+                 rng: np.random.Generator) -> np.ndarray:
+  """Relabels exactly round(N_c T[c, k]) random samples of class c as k.
+
+  Counts use largest-remainder rounding so that they sum to N_c. cleanlab's
+  ``generate_noisy_labels`` does the same with floored counts, but it draws from numpy's
+  global generator and fails on a client that lacks some classes.
+  """
+  out = labels.copy()
+  for c in np.unique(labels):
+    members = rng.permutation(np.flatnonzero(labels == c))
+    out[members] = np.repeat(np.arange(len(matrix)), apportion(len(members), matrix[c]))
+  return out
+
+
+def transition_matrix(y_true: np.ndarray, y_obs: np.ndarray,
+                      num_classes: int) -> np.ndarray:
+  """Empirical T[c, k] = #(true c, observed k) / #(true c); rows of absent classes = I.
+
+  The transpose of FedEFC's column-stochastic Q (Q[i, j] = P(observed i | true j)).
+  """
+  counts = np.bincount(np.asarray(y_true) * num_classes + np.asarray(y_obs),
+                       minlength=num_classes**2).reshape(num_classes, num_classes)
+  totals = counts.sum(axis=1, keepdims=True)
+  return np.where(totals > 0, counts / np.maximum(totals, 1), np.eye(num_classes))
+
+
+def client_rates(num_clients: int, num_classes: int, config: NoiseConfig,
+                 rng: np.random.Generator) -> np.ndarray:
+  """Nominal flip probability per client for ``linear``, ``choice`` and ``fedcorr``.
+
+  linear (maskedoptim spec §5, FedRN lineage): r_m = min_rate + m (max_rate - min_rate)
+  / (M - 1), both ends included (MaskedOptim divides by M and never reaches max_rate).
+  choice (fedds spec §5, rates {0.1, ..., 1.0}): r_m from ``rates``; balanced gives each
+  of the L rates to ⌊M/L⌋ or ⌈M/L⌉ clients, otherwise i.i.d. draws.
+  fedcorr (lsc spec §5): client m is noisy w.p. rho (Bernoulli) with μ_m ~ U(tau, 1); each
+  of its samples is relabelled w.p. μ_m uniformly over all C classes, i.e. flipped to
+  another class w.p. r_m = μ_m (C - 1)/C.
+  """
+  if config.name == 'linear':
+    return np.linspace(config.min_rate, config.max_rate, num_clients)
+  if config.name == 'choice':
+    rates = np.asarray(config.rates, np.float64)
+    if not config.balanced:
+      return rng.choice(rates, size=num_clients)
+    whole, extra = divmod(num_clients, len(rates))
+    pool = np.concatenate([np.repeat(rates, whole),
+                           rng.choice(rates, size=extra, replace=False)])
+    return rng.permutation(pool)
+  noisy = rng.random(num_clients) < config.rho
+  mu = rng.uniform(config.tau, 1.0, num_clients)
+  return np.where(noisy, mu * (num_classes - 1) / num_classes, 0.0)
+
+
+def client_matrices(num_clients: int, num_classes: int, config: NoiseConfig,
+                    seed: int) -> list:
+  """Each client's transition matrix, or None for a clean client."""
+  rng = generator(seed, _PLAN)
+  if config.name == 'none':
+    return [None] * num_clients
+  if config.name in ('linear', 'choice', 'fedcorr'):
+    flip = FLIPS['symmetric' if config.name == 'fedcorr' else config.flip]
+    return [flip(num_classes, r) for r in client_rates(num_clients, num_classes, config, rng)]
+  # A fixed noise process on round(F·M) random clients.
+  noisy = rng.permutation(num_clients) < int(config.noisy_fraction * num_clients + 0.5)
+  if config.name in FLIPS:
+    matrix = FLIPS[config.name](num_classes, config.rate)
+    return [matrix if n else None for n in noisy]
+  make = fedln_matrix if config.name == 'fedln' else cleanlab_matrix
+  if config.shared_matrix:
+    matrix = make(num_classes, config.level, config.sparsity, generator(seed, _MATRIX))
+    return [matrix if n else None for n in noisy]
+  return [make(num_classes, config.level, config.sparsity, generator(seed, _MATRIX, m))
+          if n else None for m, n in enumerate(noisy)]
+
+
+def apply_noise(client_labels: list, num_classes: int, config: NoiseConfig, seed: int,
+                real_labels: Optional[list] = None) -> list:
+  """Returns each client's observed labels (int64), given its true labels.
+
+  ``real_labels`` (``real`` only): each client's labels from the dataset's noisy column.
+  """
+  if config.name not in NOISE_MODELS:
+    raise ValueError(f"unknown noise '{config.name}'; allowed: {', '.join(NOISE_MODELS)}")
+  client_labels = [np.asarray(y, np.int64) for y in client_labels]
+  for y in client_labels:
+    if y.size and (y.min() < 0 or y.max() >= num_classes):
+      raise ValueError(f'labels outside [0, {num_classes})')
+  if config.name == 'real':
+    if real_labels is None or [len(r) for r in real_labels] != [len(y) for y in client_labels]:
+      raise ValueError("noise 'real' needs real_labels: one array per client, each as "
+                       'long as its true labels')
+    return [np.array(r, np.int64) for r in real_labels]
+  sample = assign_exact if config.name == 'cleanlab' else sample_labels
+  matrices = client_matrices(len(client_labels), num_classes, config, seed)
+  return [y.copy() if matrix is None else sample(y, matrix, generator(seed, _SAMPLE, m))
+          for m, (y, matrix) in enumerate(zip(client_labels, matrices))]

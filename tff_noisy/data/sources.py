@@ -1,0 +1,260 @@
+"""Named datasets as numpy arrays: train/test splits plus class metadata.
+
+Images are float32 in [0, 1] with shape (N, H, W, C); audio is float32 in [-1, 1] with
+shape (N, 16000); labels are int64. Sources, tried in this order:
+
+* ``digits``: scikit-learn's bundled 8x8 digits, always offline.
+* ``mnist`` / ``fashion_mnist``: IDX files (``train-images-idx3-ubyte.gz`` etc., gzipped
+  or not) in ``data_dir``, then ``$TFF_NOISY_DATA``, each as ``DIR/<name>`` or ``DIR``
+  itself, then the Debian package's directory (``dataset-fashion-mnist``); then TFDS.
+* every dataset but ``digits``: an already prepared TFDS dataset under ``data_dir``,
+  ``$TFF_NOISY_DATA`` or the TFDS default directory. Nothing is ever downloaded.
+
+A dataset found nowhere raises :class:`DatasetNotFoundError`, which lists every place
+tried and how to provide the data; there is no fallback to another dataset.
+"""
+
+import dataclasses
+import gzip
+import os
+from typing import Mapping, Optional
+
+import numpy as np
+
+DATA_ENV = 'TFF_NOISY_DATA'
+# name -> (Debian package, directory of its IDX files).
+DEBIAN_PACKAGES = {
+    'fashion_mnist': ('dataset-fashion-mnist', '/usr/share/datasets/fashion-mnist'),
+}
+AUDIO_SAMPLES = 16000  # speech_commands: 1 s at 16 kHz.
+
+_IDX_FILES = {
+    'x_train': 'train-images-idx3-ubyte',
+    'y_train': 'train-labels-idx1-ubyte',
+    'x_test': 't10k-images-idx3-ubyte',
+    'y_test': 't10k-labels-idx1-ubyte',
+}
+_IDX_CLASS_NAMES = {
+    'mnist': tuple(str(d) for d in range(10)),
+    'fashion_mnist': ('T-shirt/top', 'Trouser', 'Pullover', 'Dress', 'Coat', 'Sandal',
+                      'Shirt', 'Sneaker', 'Bag', 'Ankle boot'),
+}
+_CIFAR10N_COLUMNS = ('aggre_label', 'worse_label', 'random_label1', 'random_label2',
+                     'random_label3')
+
+
+class DatasetError(RuntimeError):
+  """A dataset cannot be loaded."""
+
+
+class DatasetNotFoundError(DatasetError):
+  """A dataset is in none of the places searched."""
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetSpec:
+  """What is known about a dataset without loading it."""
+  num_classes: int
+  input_shape: tuple
+  # Real noisy-label columns: our name -> TFDS feature (CIFAR-N, training split only).
+  noisy_label_columns: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+
+DATASETS = {
+    'digits': DatasetSpec(10, (8, 8, 1)),
+    'mnist': DatasetSpec(10, (28, 28, 1)),
+    'fashion_mnist': DatasetSpec(10, (28, 28, 1)),
+    'cifar10': DatasetSpec(10, (32, 32, 3)),
+    'cifar100': DatasetSpec(100, (32, 32, 3)),
+    'cifar10_n': DatasetSpec(10, (32, 32, 3), {c: c for c in _CIFAR10N_COLUMNS}),
+    'cifar100_n': DatasetSpec(100, (32, 32, 3), {'noisy_fine': 'noise_label'}),
+    'speech_commands': DatasetSpec(12, (AUDIO_SAMPLES,)),
+}
+
+
+@dataclasses.dataclass
+class Dataset:
+  """One dataset's train/test arrays and metadata."""
+  name: str
+  x_train: np.ndarray
+  y_train: np.ndarray
+  x_test: np.ndarray
+  y_test: np.ndarray
+  num_classes: int
+  input_shape: tuple
+  class_names: list
+  # Real noisy labels of the training split, column -> int64[N] (CIFAR-N only).
+  y_train_noisy: dict = dataclasses.field(default_factory=dict)
+
+
+def load_dataset(name: str, data_dir: Optional[str] = None) -> Dataset:
+  """Loads a named dataset; raises DatasetNotFoundError if it is nowhere to be found."""
+  if name not in DATASETS:
+    raise ValueError(f"unknown dataset '{name}'; allowed: {', '.join(DATASETS)}")
+  if name == 'digits':
+    return _load_digits()
+  tried, roots = [], []
+  for root, origin in ((data_dir, 'data.data_dir'),
+                       (os.environ.get(DATA_ENV), f'${DATA_ENV}')):
+    if root:
+      roots.append((root, origin))
+    else:
+      tried.append(f'{origin}: not set')
+  if name in _IDX_CLASS_NAMES:
+    candidates = [(d, o) for root, o in roots for d in (os.path.join(root, name), root)]
+    if name in DEBIAN_PACKAGES:
+      package, directory = DEBIAN_PACKAGES[name]
+      candidates.append((directory, f'Debian package {package}'))
+    for directory, origin in candidates:
+      paths = _idx_paths(directory, origin, tried)
+      if paths:
+        return _from_idx(name, paths)
+  tfds_default = os.environ.get('TFDS_DATA_DIR') or os.path.expanduser('~/tensorflow_datasets')
+  for directory, origin in roots + [(tfds_default, 'TFDS default')]:
+    dataset = _try_tfds(name, directory, origin, tried)
+    if dataset is not None:
+      return dataset
+  raise DatasetNotFoundError(_not_found_message(name, tried))
+
+
+def _not_found_message(name: str, tried: list) -> str:
+  files = ', '.join(f'{f}.gz' for f in _IDX_FILES.values())
+  how = []
+  if name in DEBIAN_PACKAGES:
+    package, directory = DEBIAN_PACKAGES[name]
+    how.append(f'apt-get install {package}  (puts the IDX files in {directory})')
+  if name in _IDX_CLASS_NAMES:
+    how.append(f'put the IDX files ({files}; uncompressed also accepted) in DIR and pass '
+               f'--set data.data_dir=DIR, or export {DATA_ENV}=ROOT with them in '
+               f'ROOT/{name}')
+  manual = ' --manual_dir CIFAR_N_LABEL_FILES' if DATASETS[name].noisy_label_columns else ''
+  how.append(f'prepare it with TFDS on a machine with network (`tfds build {name} '
+             f'--data_dir DIR{manual}`), copy DIR here and pass --set data.data_dir=DIR '
+             f'or export {DATA_ENV}=DIR')
+  return (f"dataset '{name}' not found. Tried:\n" + ''.join(f'  - {t}\n' for t in tried)
+          + 'To provide it:\n' + ''.join(f'  - {h}\n' for h in how)).rstrip()
+
+
+def _load_digits() -> Dataset:
+  """scikit-learn's 1,797 8x8 digits (pixels 0..16 scaled by 1/16); stratified 80/20."""
+  from sklearn import datasets, model_selection  # pylint: disable=g-import-not-at-top
+  digits = datasets.load_digits()
+  x = (digits.images / 16.0).astype(np.float32)[..., None]
+  y = digits.target.astype(np.int64)
+  x_train, x_test, y_train, y_test = model_selection.train_test_split(
+      x, y, test_size=0.2, stratify=y, random_state=0)
+  return Dataset('digits', x_train, y_train, x_test, y_test, 10, (8, 8, 1),
+                 [str(d) for d in range(10)])
+
+
+def _idx_paths(directory: str, origin: str, tried: list) -> Optional[dict]:
+  """Returns the four IDX file paths in directory, or None (noting why in tried)."""
+  if not os.path.isdir(directory):
+    tried.append(f'IDX files in {directory} ({origin}): no such directory')
+    return None
+  paths, missing = {}, []
+  for key, stem in _IDX_FILES.items():
+    found = [os.path.join(directory, stem + ext) for ext in ('.gz', '')
+             if os.path.isfile(os.path.join(directory, stem + ext))]
+    if found:
+      paths[key] = found[0]
+    else:
+      missing.append(stem + '[.gz]')
+  if missing:
+    tried.append(f'IDX files in {directory} ({origin}): missing {", ".join(missing)}')
+    return None
+  return paths
+
+
+def read_idx(path: str) -> np.ndarray:
+  """Reads an unsigned-byte IDX array (LeCun's MNIST format), gzipped or not."""
+  with (gzip.open if path.endswith('.gz') else open)(path, 'rb') as f:
+    data = f.read()
+  if len(data) < 4 or data[:3] != b'\x00\x00\x08':
+    raise DatasetError(f'{path}: not an unsigned-byte IDX file')
+  ndim = data[3]
+  shape = tuple(int(d) for d in np.frombuffer(data, '>i4', count=ndim, offset=4))
+  values = np.frombuffer(data, np.uint8, offset=4 + 4 * ndim)
+  if values.size != int(np.prod(shape)):
+    raise DatasetError(f'{path}: header says {shape} but holds {values.size} values')
+  return values.reshape(shape)
+
+
+def _from_idx(name: str, paths: dict) -> Dataset:
+  arrays = {key: read_idx(path) for key, path in paths.items()}
+  splits = {}
+  for split in ('train', 'test'):
+    x, y = arrays[f'x_{split}'], arrays[f'y_{split}']
+    if x.ndim != 3 or len(x) != len(y) or y.ndim != 1:
+      raise DatasetError(f'{paths[f"x_{split}"]}: {x.shape} images do not match '
+                         f'{y.shape} labels in {paths[f"y_{split}"]}')
+    splits[split] = (x[..., None], y)
+  return _to_dataset(name, splits, list(_IDX_CLASS_NAMES[name]), {},
+                     f'IDX files in {os.path.dirname(paths["x_train"])}', scale=255.0)
+
+
+def _to_dataset(name: str, splits: dict, class_names: list, noisy: dict, origin: str,
+                scale: float) -> Dataset:
+  """Checks raw (x, y) splits against the dataset's spec and scales x by 1/scale."""
+  spec = DATASETS[name]
+  out = {}
+  for split, (x, y) in splits.items():
+    if x.shape[1:] != spec.input_shape:
+      raise DatasetError(f'{name} from {origin}: {split} inputs have shape {x.shape[1:]}, '
+                         f'expected {spec.input_shape}')
+    y = np.asarray(y, np.int64)
+    if y.size and (y.min() < 0 or y.max() >= spec.num_classes):
+      raise DatasetError(f'{name} from {origin}: {split} labels outside '
+                         f'[0, {spec.num_classes})')
+    out[split] = (np.divide(x, scale, dtype=np.float32), y)
+  return Dataset(name, out['train'][0], out['train'][1], out['test'][0], out['test'][1],
+                 spec.num_classes, spec.input_shape, class_names,
+                 {col: np.asarray(v, np.int64) for col, v in noisy.items()})
+
+
+def _try_tfds(name: str, directory: str, origin: str, tried: list) -> Optional[Dataset]:
+  """Loads a prepared TFDS dataset from directory, or returns None (noting why)."""
+  # Checked first so that a missing dataset costs no TensorFlow import.
+  if not os.path.isdir(os.path.join(directory, name)):
+    tried.append(f"TFDS '{name}' in {directory} ({origin}): no "
+                 f'{os.path.join(directory, name)}')
+    return None
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  builder = tfds.builder(name, data_dir=directory)
+  if not builder.is_prepared():
+    tried.append(f"TFDS '{name}' in {directory} ({origin}): not prepared "
+                 f'(looked for {builder.data_dir})')
+    return None
+  audio = name == 'speech_commands'
+  columns = DATASETS[name].noisy_label_columns
+  splits, noisy = {}, {}
+  for split in ('train', 'test'):
+    features = ['audio' if audio else 'image', 'label']
+    if split == 'train':
+      features += columns.values()
+    arrays = _read_tfds(builder, split, features, audio)
+    splits[split] = (arrays[features[0]], arrays['label'])
+    if split == 'train':
+      noisy = {column: arrays[feature] for column, feature in columns.items()}
+  return _to_dataset(name, splits, list(builder.info.features['label'].names), noisy,
+                     f'TFDS {builder.data_dir}', scale=32768.0 if audio else 255.0)
+
+
+def _read_tfds(builder, split: str, features: list, audio: bool) -> dict:
+  """Reads the given features of a TFDS split into numpy arrays, in batches.
+
+  Audio clips (int16, up to 1 s) are zero-padded at the end or cut to 16,000 samples.
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+
+  def fit(example):
+    clip = example['audio'][:AUDIO_SAMPLES]
+    example['audio'] = tf.pad(clip, [[0, AUDIO_SAMPLES - tf.shape(clip)[0]]])
+    return example
+
+  dataset = builder.as_dataset(split=split)
+  if audio:
+    dataset = dataset.map(fit)
+  batches = [{f: b[f] for f in features} for b in tfds.as_numpy(dataset.batch(4096))]
+  return {f: np.concatenate([b[f] for b in batches]) for f in features}
