@@ -1,0 +1,19 @@
+"""A one-hidden-layer perceptron: the fast baseline for sklearn digits (8x8)."""
+
+import tensorflow as tf
+
+REQUIRES = 'any input shape'
+
+
+def fits(input_shape: tuple) -> bool:
+  del input_shape  # Flatten accepts every shape.
+  return True
+
+
+def build(input_shape: tuple, num_classes: int) -> tf.keras.Model:
+  """Flatten -> Dense(128, relu) -> Dense(num_classes) logits."""
+  inputs = tf.keras.Input(shape=input_shape)
+  x = tf.keras.layers.Flatten()(inputs)
+  x = tf.keras.layers.Dense(128, activation='relu')(x)
+  logits = tf.keras.layers.Dense(num_classes)(x)
+  return tf.keras.Model(inputs, logits, name='mlp')

@@ -1,0 +1,140 @@
+"""The model zoo: shapes, parameter counts, norms and the registry's errors."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import models
+from models import audio
+from models import layers
+from models import resnet20
+
+
+@pytest.mark.parametrize('name, input_shape, options, params', [
+    # Flatten 64 -> 128 -> 10: exact.
+    ('mlp', (8, 8, 1), {}, 64 * 128 + 128 + 128 * 10 + 10),
+    ('small_cnn', (28, 28, 1), {},
+     320 + 18_496 + 14 * 14 * 64 * 128 + 128 + 1_290),
+    ('small_cnn', (8, 8, 1), {}, 320 + 18_496 + 4 * 4 * 64 * 128 + 128 + 1_290),
+    # Co-teaching's CNN has about 4.4M parameters.
+    ('cnn9', (28, 28, 1), {}, (4.3e6, 4.5e6)),
+    ('cnn9', (32, 32, 3), {'norm': 'group'}, (4.3e6, 4.5e6)),
+    # He et al. (2016), Table 6: ResNet-20 has 0.27M parameters.
+    ('resnet20', (32, 32, 3), {}, (0.26e6, 0.28e6)),
+    ('resnet20', (32, 32, 3), {'norm': 'batch'}, (0.26e6, 0.28e6)),
+    ('resnet20', (8, 8, 1), {}, (0.26e6, 0.28e6)),
+    ('audio', (16000,), {}, (0.1e6, 0.2e6)),
+])
+def test_builds_logits_for_intended_shape(name, input_shape, options, params):
+  model = models.build_model(name, input_shape, 10, **options)
+  logits = model(np.random.default_rng(0).random((2, *input_shape), 'float32'))
+  assert logits.shape == (2, 10)
+  assert model.layers[-1].activation is tf.keras.activations.linear
+  assert not model.compiled_loss
+  if isinstance(params, tuple):
+    assert params[0] <= model.count_params() <= params[1]
+  else:
+    assert model.count_params() == params
+
+
+def test_model_names():
+  assert models.MODEL_NAMES == ('mlp', 'small_cnn', 'cnn9', 'resnet20', 'audio')
+
+
+def test_resnet20_norms():
+  group = models.build_model('resnet20', (32, 32, 3), 10)
+  batch = models.build_model('resnet20', (32, 32, 3), 10, norm='batch')
+  assert not group.non_trainable_variables
+  assert any(isinstance(l, tf.keras.layers.GroupNormalization)
+             for l in group.layers)
+  # Moving mean and variance of 19 BatchNorm layers.
+  assert len(batch.non_trainable_variables) == 2 * 19
+  assert len(group.losses) == 20  # L2 on 19 convs and the dense kernel.
+
+
+def test_cnn9_defaults_to_batch_norm_as_in_the_paper():
+  model = models.build_model('cnn9', (28, 28, 1), 10)
+  assert len(model.non_trainable_variables) == 2 * 9
+
+
+@pytest.mark.parametrize('shape', [(3, 5, 4, 8), (3, 7, 8), (3, 8)])
+def test_group_normalization_matches_keras(shape):
+  x = np.random.default_rng(0).normal(2.0, 3.0, shape).astype('float32')
+  ours = layers.GroupNormalization(4)
+  keras = tf.keras.layers.GroupNormalization(4)
+  ours.build(x.shape)
+  keras.build(x.shape)
+  weights = [np.linspace(0.5, 2.0, 8), np.linspace(-1.0, 1.0, 8)]
+  ours.set_weights(weights)
+  keras.set_weights(weights)
+  np.testing.assert_allclose(ours(x), keras(x), atol=1e-5)
+
+
+def test_option_a_shortcut_subsamples_and_zero_pads():
+  x = np.random.default_rng(0).random((1, 4, 4, 16), 'float32')
+  y = resnet20.OptionAShortcut(32, 2)(x).numpy()
+  np.testing.assert_array_equal(y[..., 8:24], x[:, ::2, ::2, :])
+  assert not y[..., :8].any() and not y[..., 24:].any()
+
+
+def test_log_mel_front_end():
+  front_end = audio.LogMelFrontEnd()
+  t = np.arange(16000) / 16000
+  wave = np.stack([np.sin(2 * np.pi * 440 * t), np.sin(2 * np.pi * 3000 * t)])
+  log_mel = front_end(wave.astype('float32')).numpy()
+  assert log_mel.shape == (2, 98, 64, 1)
+  assert front_end.compute_output_shape((None, 16000)) == (None, 98, 64, 1)
+  # The waveform is L2-normalised first, so loudness does not matter.
+  np.testing.assert_allclose(front_end(3 * wave.astype('float32')), log_mel,
+                             rtol=1e-3)
+  # 440 Hz peaks in a lower mel bin than 3 kHz.
+  peaks = log_mel[:, :, :, 0].mean(axis=1).argmax(axis=1)
+  assert peaks[0] < peaks[1]
+
+
+@pytest.mark.parametrize('name, input_shape', [
+    ('resnet20', (32, 32, 3)), ('audio', (16000,))])
+def test_clone_model_round_trips_custom_layers(name, input_shape):
+  model = models.build_model(name, input_shape, 10)
+  clone = tf.keras.models.clone_model(model)
+  clone.set_weights(model.get_weights())
+  x = np.random.default_rng(0).random((1, *input_shape), 'float32')
+  np.testing.assert_allclose(clone(x), model(x), atol=1e-5)
+
+
+@pytest.mark.parametrize('name, input_shape, needs', [
+    ('small_cnn', (16000,), 'at least 2x2'),
+    ('cnn9', (8, 8, 1), 'at least 28x28'),
+    ('resnet20', (4, 4, 1), 'at least 8x8'),
+    ('resnet20', (16000,), 'at least 8x8'),
+    ('audio', (28, 28, 1), '1-D 16000 Hz waveform'),
+    ('audio', (1000,), f'at least {audio.MIN_SAMPLES} samples'),
+])
+def test_shape_that_does_not_fit(name, input_shape, needs):
+  with pytest.raises(ValueError, match=rf"'{name}'.*{input_shape}.*{needs}"):
+    models.check_model_fits(name, input_shape, 10)
+  with pytest.raises(ValueError, match=needs):
+    models.build_model(name, input_shape, 10)
+
+
+@pytest.mark.parametrize('args, options, match', [
+    (('lenet', (28, 28, 1), 10), {}, 'unknown model .*mlp, small_cnn, cnn9'),
+    (('mlp', (), 10), {}, 'input_shape'),
+    (('mlp', (8, 0), 10), {}, 'input_shape'),
+    (('mlp', 'abc', 10), {}, 'input_shape'),
+    (('mlp', (8, 8), 1), {}, 'num_classes'),
+    (('mlp', (8, 8), 2.0), {}, 'num_classes'),
+    (('mlp', (8, 8), 10), {'norm': 'group'}, "'mlp' has no option norm"),
+    (('resnet20', (8, 8, 1), 10), {'depth': 20}, 'options: norm'),
+    (('resnet20', (8, 8, 1), 10), {'norm': 'layer'}, "one of .*'group'"),
+])
+def test_bad_arguments(args, options, match):
+  with pytest.raises(ValueError, match=match):
+    models.check_model_fits(*args, **options)
+
+
+def test_check_model_fits_does_not_build(monkeypatch):
+  def build(input_shape, num_classes, *, norm='group'):
+    raise AssertionError('built')
+  monkeypatch.setattr(resnet20, 'build', build)
+  models.check_model_fits('resnet20', [32, 32, 3], np.int64(10), norm='batch')

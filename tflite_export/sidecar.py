@@ -1,0 +1,69 @@
+"""The JSON sidecar next to a .tflite model: labels, input, quantisation."""
+
+import json
+import pathlib
+
+import numpy as np
+import tensorflow as tf
+
+from tflite_export import convert
+
+FORMAT_VERSION = 1
+
+
+def _describe(detail: dict) -> dict:
+  scale, zero_point = detail['quantization']
+  quantized = bool(scale)  # TFLite writes (0.0, 0) for float tensors.
+  return {
+      'name': detail['name'],
+      'dtype': np.dtype(detail['dtype']).name,
+      'shape': detail['shape_signature'].tolist(),
+      'scale': float(scale) if quantized else None,
+      'zero_point': int(zero_point) if quantized else None,
+  }
+
+
+def quantization_params(tflite_bytes: bytes) -> dict:
+  """Dtype, shape, scale and zero point of the model's input/output tensors."""
+  interpreter = tf.lite.Interpreter(model_content=tflite_bytes)
+  return {
+      'inputs': [_describe(d) for d in interpreter.get_input_details()],
+      'outputs': [_describe(d) for d in interpreter.get_output_details()],
+  }
+
+
+def sidecar_path(model_path) -> pathlib.Path:
+  """``model.tflite`` -> ``model.json``."""
+  return pathlib.Path(model_path).with_suffix('.json')
+
+
+def write_sidecar(path, *, class_names, input_shape, input_dtype,
+                  preprocessing: str, quantize: str, quantization_params: dict,
+                  config_hash: str) -> pathlib.Path:
+  """Writes the sidecar of the model at ``path`` and returns the sidecar's path.
+
+  Args:
+    path: the .tflite file; the sidecar goes next to it (``sidecar_path``).
+    class_names: label of each logit, in output order.
+    input_shape: one example's shape (no batch axis).
+    input_dtype: dtype the app feeds, e.g. 'float32' or 'int8'.
+    preprocessing: what the app does to raw data before the model, in words.
+    quantize: one of ``convert.QUANTIZATIONS``.
+    quantization_params: ``quantization_params(tflite_bytes)``.
+    config_hash: hash of the ExperimentConfig that trained the model.
+  """
+  convert.check_quantize(quantize)
+  sidecar = {
+      'format_version': FORMAT_VERSION,
+      'model_file': pathlib.Path(path).name,
+      'class_names': [str(name) for name in class_names],
+      'input_shape': [int(d) for d in input_shape],
+      'input_dtype': np.dtype(input_dtype).name,
+      'preprocessing': preprocessing,
+      'quantize': quantize,
+      'quantization_params': quantization_params,
+      'config_hash': config_hash,
+  }
+  out = sidecar_path(path)
+  out.write_text(json.dumps(sidecar, indent=2) + '\n')
+  return out
