@@ -125,9 +125,10 @@ def main(argv=None) -> None:
   absl.logging.set_verbosity(absl.logging.ERROR)
   # SIGTERM exits through Python so that TFF's worker is stopped at exit.
   signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+  from tff_noisy.data import sources  # pylint: disable=g-import-not-at-top
   try:
     args.func(args)
-  except (config_lib.ConfigError, FileNotFoundError) as e:
+  except (config_lib.ConfigError, sources.DatasetError, FileNotFoundError) as e:
     print(f'tff-noisy: error: {e}', file=sys.stderr)
     sys.exit(2)
 

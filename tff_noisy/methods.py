@@ -8,15 +8,43 @@ import difflib
 
 from tff_noisy.config import ConfigError
 
+_NNC = {
+    'k': 100,  # Neighbours in the vote, the sample itself included (clipped to the client).
+    'encoder': 'pca',  # 'pca' (label-free, offline) or a TF-Hub handle / SavedModel dir.
+    'pca_components': 50,
+    'encoder_input_size': None,  # [height, width] a hub encoder expects (None: as is).
+    'encoder_channels': None,  # Channels a hub encoder expects (grayscale is tiled).
+}
+_NA = {
+    'activation_round': 25,  # R_c: every client takes part and is scored.
+    'nu': 75.0,  # Percentile of the pooled global-model scores used as threshold.
+    'temperature': 1.0,  # Energy-score temperature T.
+}
+
 # name -> {parameter: default}
 METHOD_PARAMS = {
     'fedavg': {},
     'fedprox': {'mu': 0.01},
+    'fedln': dict(_NNC, **_NA),
+    'fedln_nnc': dict(_NNC),
+    'fedln_nafedavg': dict(_NA),
 }
 
 
-def resolve_params(name: str, params: dict) -> dict:
-  """Returns the method's parameters with defaults filled in; raises ConfigError."""
+def _check(condition: bool, field: str, message: str):
+  if not condition:
+    raise ConfigError(f'method.params.{field}: {message}')
+
+
+def _is_number(value) -> bool:
+  return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def resolve_params(name: str, params: dict, rounds: int = None) -> dict:
+  """Returns the method's parameters with defaults filled in; raises ConfigError.
+
+  ``rounds`` (fl.rounds) bounds round-valued parameters such as FedLN's R_c.
+  """
   if name not in METHOD_PARAMS:
     raise ConfigError(
         f"method.name: unknown method '{name}'; allowed: {', '.join(METHOD_PARAMS)}")
@@ -29,7 +57,26 @@ def resolve_params(name: str, params: dict) -> dict:
       raise ConfigError(
           f"method.params.{key}: not a parameter of '{name}'{hint} Allowed: {allowed}")
   resolved = dict(defaults, **params)
-  if name == 'fedprox' and not (isinstance(resolved['mu'], (int, float))
-                                and resolved['mu'] > 0):
-    raise ConfigError(f"method.params.mu: FedProx needs a number > 0, got {resolved['mu']!r}")
+  if 'mu' in resolved:
+    _check(_is_number(resolved['mu']) and resolved['mu'] > 0, 'mu',
+           f"FedProx needs a number > 0, got {resolved['mu']!r}")
+  if 'k' in resolved:
+    k = resolved['k']
+    _check(isinstance(k, int) and not isinstance(k, bool) and k >= 1, 'k',
+           f'needs an integer >= 1, got {k!r}')
+    _check(isinstance(resolved['encoder'], str) and resolved['encoder'], 'encoder',
+           "needs 'pca' or a TF-Hub handle / SavedModel directory")
+    _check(isinstance(resolved['pca_components'], int) and resolved['pca_components'] >= 1,
+           'pca_components', f"needs an integer >= 1, got {resolved['pca_components']!r}")
+  if 'nu' in resolved:
+    _check(_is_number(resolved['nu']) and 0 < resolved['nu'] < 100, 'nu',
+           f"needs a percentile in (0, 100), got {resolved['nu']!r}")
+    _check(_is_number(resolved['temperature']) and resolved['temperature'] > 0,
+           'temperature', f"needs a number > 0, got {resolved['temperature']!r}")
+    r_c = resolved['activation_round']
+    _check(isinstance(r_c, int) and r_c >= 1, 'activation_round',
+           f'needs an integer >= 1, got {r_c!r}')
+    if rounds is not None:
+      _check(r_c <= rounds, 'activation_round',
+             f'R_c={r_c} is beyond the last round (fl.rounds={rounds})')
   return resolved

@@ -49,9 +49,13 @@ def _zero_if_any_non_finite(structure):
   return cleaned, tf.logical_not(all_finite)
 
 
-def _build_local_training(model, optimizer, loss_fn: LossFn, proximal_strength: float,
-                          local_epochs: int):
-  """Returns a tf.function running ``local_epochs`` of training from given weights."""
+def build_local_training(model, optimizer, loss_fn: Optional[LossFn], proximal_strength: float,
+                         local_epochs: int):
+  """Returns a tf.function running ``local_epochs`` of training from given weights.
+
+  ``loss_fn`` is a per-example loss ``(labels, logits, batch) -> [B]``; cross-entropy if None.
+  """
+  loss_fn = loss_fn or losses.cross_entropy
   weights = model_weights_of(model)
 
   @tf.function
@@ -123,13 +127,12 @@ def build_client_work(
     proximal_strength: FedProx mu (0 disables the proximal term).
     local_epochs: Passes over the client's data per round.
   """
-  loss_fn = loss_fn or losses.cross_entropy
   weights_type = weights_type_of(model_fn)
   data_type = tff.SequenceType(tff.types.tensorflow_to_type(element_spec))
 
   @tff.tensorflow.computation(weights_type, data_type)
   def client_update(initial_weights, dataset):
-    train = _build_local_training(model_fn(), optimizer, loss_fn, proximal_strength,
+    train = build_local_training(model_fn(), optimizer, loss_fn, proximal_strength,
                                   local_epochs)
     return train(initial_weights, dataset)
 

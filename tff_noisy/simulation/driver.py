@@ -22,6 +22,9 @@ import models
 from tff_noisy import methods
 from tff_noisy.config import ConfigError, ExperimentConfig
 from tff_noisy.data import federated as federated_data
+from tff_noisy.federated import algorithms
+from tff_noisy.federated.client_work import AGGREGATION_WEIGHT_KEY
+from tff_noisy.ops import knn
 from tff_noisy.simulation import checkpoint
 from tff_noisy.simulation import results as results_lib
 from tff_noisy.simulation.client_state import ClientStateStore
@@ -89,26 +92,54 @@ def _keras_weights(tff, model: tf.keras.Model):
       non_trainable=[v.numpy() for v in model.non_trainable_variables])
 
 
+def _label_correction_report(data, store) -> dict:
+  """Evaluates labels a method corrected against the simulation's true labels."""
+  corrected = [cid for cid in data.client_ids if store.get(cid, 'labels') is not None]
+  if not corrected:
+    return {}
+  per_client = {cid: knn.correction_report(data.y[cid], store.get(cid, 'labels'),
+                                           data.y_true[cid]) for cid in corrected}
+  overall = knn.correction_report(
+      np.concatenate([data.y[c] for c in corrected]),
+      np.concatenate([store.get(c, 'labels') for c in corrected]),
+      np.concatenate([data.y_true[c] for c in corrected]))
+  return {'label_correction': {'overall': overall, 'per_client': per_client}}
+
+
+def _with_truth(diagnostics: dict, data) -> dict:
+  """Adds the correlation of per-client noise estimates with the true noise rates."""
+  estimates = diagnostics.get('noise_estimates')
+  if estimates and len(estimates) > 1:
+    true_rates = dict(zip(data.client_ids, data.noise_rates))
+    est = np.array(list(estimates.values()))
+    true = np.array([true_rates[cid] for cid in estimates])
+    if est.std() > 0 and true.std() > 0:
+      diagnostics['noise_estimate_correlation'] = float(np.corrcoef(est, true)[0, 1])
+  return diagnostics
+
+
 def run_experiment(config: ExperimentConfig, out_dir: str, *, resume: bool = False,
                    progress: Optional[bool] = None) -> results_lib.Results:
   """Runs one federated experiment and writes its results to ``out_dir``."""
-  params = methods.resolve_params(config.method.name, config.method.params)
+  params = methods.resolve_params(config.method.name, config.method.params, config.fl.rounds)
   data = federated_data.build_federated_data(config)
   model_fn = make_model_fn(config, data.input_shape, data.num_classes)
   tff = import_tff()
-  from tff_noisy.federated import algorithms  # pylint: disable=g-import-not-at-top
 
   fl = config.fl
   ids = list(data.client_ids)
   num_sampled = clients_per_round(config)
   if num_sampled > len(ids):
     raise ConfigError(f'fl.clients_per_round: {num_sampled} > {len(ids)} clients')
-  element_spec = client_dataset(data.x[ids[0]][:1], data.y[ids[0]][:1], fl.batch_size,
-                                0).element_spec
+  method_cls = algorithms.METHODS[config.method.name]
+  example_extras = {name: np.zeros(1, dtype) for name, dtype in method_cls.extra_fields.items()}
+  element_spec = client_dataset(data.x[ids[0]][:1], data.y[ids[0]][:1], fl.batch_size, 0,
+                                example_extras).element_spec
   client_optimizer, server_optimizer = _optimizers(config)
-  process = algorithms.build_process(
-      config.method.name, params, model_fn, element_spec, client_optimizer,
-      server_optimizer, local_epochs=fl.local_epochs)
+  method = method_cls.build(params, model_fn, element_spec, client_optimizer,
+                            server_optimizer, local_epochs=fl.local_epochs, seed=config.seed,
+                            rounds=fl.rounds)
+  process = method.process
 
   tf.keras.utils.set_random_seed(config.seed)
   eval_model = model_fn()
@@ -122,6 +153,8 @@ def run_experiment(config: ExperimentConfig, out_dir: str, *, resume: bool = Fal
     if loaded is not None:
       done, state, store, history = loaded
       start = done + 1
+  extra = method.prepare(data, store)  # Deterministic: a resumed run redoes it identically.
+  extra.update(_label_correction_report(data, store))
   os.makedirs(out_dir, exist_ok=True)
   writer = tf.summary.create_file_writer(os.path.join(out_dir, 'tb'))
   show = sys.stderr.isatty() if progress is None else progress
@@ -129,22 +162,33 @@ def run_experiment(config: ExperimentConfig, out_dir: str, *, resume: bool = Fal
                   desc=f'{config.method.name}', unit='round', file=sys.stderr)
 
   for round_num in range(start, fl.rounds + 1):
-    sampled = sample_clients(ids, num_sampled, config.seed, round_num)
+    if method.all_clients_in_round(round_num):
+      sampled = ids
+    else:
+      sampled = sample_clients(ids, num_sampled, config.seed, round_num)
     seeds = np.random.default_rng([config.seed, round_num, 1]).integers(2**31, size=len(sampled))
-    datasets, used, weights, skipped = [], [], [], 0
-    for cid, shuffle_seed in zip(sampled, seeds):
-      x, y = data.client(cid)
-      if len(y) == 0:
-        skipped += 1
-        continue
-      datasets.append(client_dataset(x, y, fl.batch_size, int(shuffle_seed)))
-      used.append(cid)
-      weights.append(float(len(y)))
-    record = {'round': round_num, 'clients': used, 'client_weights': weights,
-              'skipped_empty_clients': skipped}
+
+    def build_datasets():
+      """The round's non-empty client datasets, with the method's labels and extras."""
+      built = {}
+      for cid, shuffle_seed in zip(sampled, seeds):
+        y = method.labels(cid, data, store)
+        if len(y):
+          extras = method.client_extras(cid, len(y), store)
+          weights[cid] = float(np.sum(extras.get(AGGREGATION_WEIGHT_KEY, np.ones(len(y)))))
+          built[cid] = client_dataset(data.x[cid], y, fl.batch_size, int(shuffle_seed), extras)
+      return built
+
+    weights = {}  # The update weight each client's work will use.
+    record = {'round': round_num}
     started = time.time()
+    record.update(_with_truth(method.before_round(round_num, state, build_datasets, store),
+                              data))
+    datasets = build_datasets()
+    record.update(clients=list(datasets), skipped_empty_clients=len(sampled) - len(datasets),
+                  client_weights=[weights[cid] for cid in datasets])
     if datasets:
-      output = process.next(state, datasets)
+      output = process.next(state, list(datasets.values()))
       state = output.state
       train = output.metrics['client_work']['train']
       record.update(
@@ -174,6 +218,7 @@ def run_experiment(config: ExperimentConfig, out_dir: str, *, resume: bool = Fal
   results = results_lib.Results(
       config=config.to_dict(), data_hash=config.data_hash(), method=config.method.name,
       params=params, rounds=history,
-      client_noise_rates={cid: float(r) for cid, r in zip(ids, data.noise_rates)})
+      client_noise_rates={cid: float(r) for cid, r in zip(ids, data.noise_rates)},
+      extra=extra)
   results_lib.write(out_dir, results)
   return results

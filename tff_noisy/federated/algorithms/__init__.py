@@ -1,16 +1,16 @@
-"""One builder per method; ``build_process`` picks it by the config's method name."""
+"""One builder per method; ``METHODS`` maps a config's method name to its ``Method``."""
 
-from tff_noisy.federated.algorithms.fedavg import build_fedavg_process
-from tff_noisy.federated.algorithms.fedprox import build_fedprox_process
+from tff_noisy.federated.algorithms.base import Method
+from tff_noisy.federated.algorithms.fedavg import FedAvg
+from tff_noisy.federated.algorithms.fedln import FedLN
+from tff_noisy.federated.algorithms.fedln import FedLNNAFedAvg
+from tff_noisy.federated.algorithms.fedln import FedLNNNC
+from tff_noisy.federated.algorithms.fedprox import FedProx
 
-_BUILDERS = {
-    'fedavg': build_fedavg_process,
-    'fedprox': build_fedprox_process,
+METHODS = {
+    'fedavg': FedAvg,
+    'fedprox': FedProx,
+    'fedln': FedLN,
+    'fedln_nnc': FedLNNNC,
+    'fedln_nafedavg': FedLNNAFedAvg,
 }
-
-
-def build_process(method: str, params: dict, model_fn, element_spec, client_optimizer,
-                  server_optimizer, *, local_epochs: int):
-  """Builds the ``LearningProcess`` of ``method`` with resolved ``params``."""
-  return _BUILDERS[method](model_fn, element_spec, client_optimizer, server_optimizer,
-                           local_epochs=local_epochs, **params)

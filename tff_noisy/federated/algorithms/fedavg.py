@@ -7,6 +7,7 @@ import tensorflow as tf
 
 from tff_noisy.federated import client_work as client_work_lib
 from tff_noisy.federated import finalizer as finalizer_lib
+from tff_noisy.federated.algorithms import base
 from tff_noisy.tff_runtime import import_tff
 
 tff = import_tff()
@@ -58,3 +59,13 @@ def build_fedavg_process(
   # TFF tracing does); building one eagerly restores it for the caller's models.
   model_fn()
   return process
+
+
+class FedAvg(base.Method):
+
+  @classmethod
+  def build(cls, params, model_fn, element_spec, client_optimizer, server_optimizer, *,
+            local_epochs, seed, rounds):
+    del params, seed, rounds
+    return cls(build_fedavg_process(model_fn, element_spec, client_optimizer,
+                                    server_optimizer, local_epochs=local_epochs))

@@ -1,0 +1,106 @@
+"""FedLN wiring: the scoring computation, NA-FedAvg weights and NNC labels in a run."""
+import collections
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tff_noisy import config as config_lib
+from tff_noisy.data import federated as federated_data
+from tff_noisy.federated.algorithms import fedavg
+from tff_noisy.federated.algorithms import fedln
+from tff_noisy.simulation import driver
+from tff_noisy.tff_runtime import import_tff
+
+tff = import_tff()
+
+
+def _model_fn():
+  return tf.keras.Sequential([tf.keras.layers.Input((4,)), tf.keras.layers.Dense(3)])
+
+
+def _dataset(seed, n):
+  rng = np.random.default_rng(seed)
+  features = collections.OrderedDict(
+      x=rng.normal(size=(n, 4)).astype(np.float32), y=rng.integers(0, 3, n),
+      aggregation_weight=np.ones(n, np.float32))
+  return tf.data.Dataset.from_tensor_slices(features).batch(8)
+
+
+def test_scoring_returns_global_and_trained_local_logits():
+  data = [_dataset(1, 20), _dataset(2, 12)]
+  sgd = tff.learning.optimizers.build_sgdm(0.3)
+  scoring = fedln.build_scoring_computation(_model_fn, data[0].element_spec, sgd,
+                                            local_epochs=2)
+  process = fedavg.build_fedavg_process(_model_fn, data[0].element_spec, sgd, local_epochs=2)
+  tf.keras.utils.set_random_seed(0)
+  model = _model_fn()
+  weights = tff.learning.models.ModelWeights(
+      trainable=[v.numpy() for v in model.trainable_variables], non_trainable=[])
+  logits = scoring(weights, data)
+  assert [g.shape for g, _ in logits] == [(20, 3), (12, 3)]
+  x = np.concatenate([b['x'] for b in data[0].as_numpy_iterator()])
+  np.testing.assert_allclose(logits[0][0], model(x).numpy(), rtol=1e-5, atol=1e-5)
+  # The local model scored is the one the round trains: for one client, global - update.
+  state = process.set_model_weights(process.initialize(), weights)
+  trained = process.get_model_weights(process.next(state, [data[0]]).state)
+  trained.assign_weights_to(model)
+  np.testing.assert_allclose(logits[0][1], model(x).numpy(), rtol=1e-4, atol=1e-4)
+
+
+def _fedln_config(name, **params):
+  return config_lib.from_dict({
+      'seed': 1,
+      'data': {'dataset': 'digits'},
+      'partition': {'name': 'iid', 'num_clients': 4},
+      'noise': {'name': 'fedln', 'level': 0.7, 'sparsity': 0.0, 'noisy_fraction': 0.5},
+      'model': {'name': 'mlp'},
+      'method': {'name': name, 'params': params},
+      'fl': {'rounds': 3, 'participation': 0.5, 'batch_size': 32, 'client_optimizer': 'adam',
+             'client_lr': 0.003, 'checkpoint_every': 3},
+  })
+
+
+def test_fedln_run_estimates_noise_weights_clients_and_corrects_labels(tmp_path, tmp_cache):
+  config = _fedln_config('fedln', k=10, pca_components=10, activation_round=2)
+  results = driver.run_experiment(config, str(tmp_path / 'run'))
+  activation = results.rounds[1]
+  assert len(activation['clients']) == 4  # Every client takes part at R_c.
+  estimates = activation['noise_estimates']
+  assert set(estimates) == set(activation['clients'])
+  assert all(0.0 <= e <= 1.0 for e in estimates.values())
+  assert 'noise_estimate_correlation' in activation
+  sizes = {cid: len(y) for cid, y in federated_data.build_federated_data(config).y.items()}
+  first = results.rounds[0]
+  assert first['client_weights'] == [float(sizes[cid]) for cid in first['clients']]
+  for record in results.rounds[1:]:  # From R_c on: (1 - n_hat) N.
+    for cid, weight in zip(record['clients'], record['client_weights']):
+      assert weight == pytest.approx((1 - estimates[cid]) * sizes[cid], rel=1e-5)
+  report = results.extra['label_correction']['overall']
+  assert report['noise_before'] > 0.3
+  assert 0.0 < report['fraction_changed'] < 1.0
+
+
+def test_nnc_only_run_has_no_estimation_round(tmp_path, tmp_cache):
+  results = driver.run_experiment(_fedln_config('fedln_nnc', k=10, pca_components=10),
+                                  str(tmp_path / 'nnc'))
+  assert all('noise_estimates' not in r for r in results.rounds)
+  assert 'label_correction' in results.extra
+
+
+@pytest.mark.parametrize('params, match', [
+    ({'k': 0}, 'method.params.k'),
+    ({'nu': 100}, 'method.params.nu'),
+    ({'activation_round': 9}, 'beyond the last round'),
+    ({'temperature': 0}, 'method.params.temperature'),
+])
+def test_bad_fedln_params_are_clear_errors(params, match):
+  with pytest.raises(config_lib.ConfigError, match=match):
+    _fedln_config('fedln', **params)
+
+
+def test_unloadable_hub_encoder_is_a_clear_error(tmp_path, tmp_cache):
+  from tff_noisy.embeddings import hub  # pylint: disable=g-import-not-at-top
+  config = _fedln_config('fedln_nnc', encoder=str(tmp_path / 'missing_encoder'))
+  with pytest.raises(hub.EncoderLoadError, match='missing_encoder'):
+    driver.run_experiment(config, str(tmp_path / 'x'))

@@ -1,0 +1,126 @@
+"""The driver end to end on digits: results, determinism, resume, BN evaluation, errors."""
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import models
+from tff_noisy import config as config_lib
+from tff_noisy.data import federated as federated_data
+from tff_noisy.simulation import checkpoint
+from tff_noisy.simulation import driver
+from tff_noisy.simulation import results as results_lib
+
+
+def _config(**overrides):
+  values = {
+      'seed': 3,
+      'data': {'dataset': 'digits'},
+      'partition': {'name': 'iid', 'num_clients': 4},
+      'noise': {'name': 'symmetric', 'rate': 0.3, 'noisy_fraction': 0.5},
+      'model': {'name': 'mlp'},
+      'fl': {'rounds': 4, 'participation': 0.5, 'batch_size': 32, 'client_lr': 0.1,
+             'eval_every': 1, 'checkpoint_every': 2},
+  }
+  for key, value in overrides.items():
+    section, name = key.split('.')
+    values[section][name] = value
+  return config_lib.from_dict(values)
+
+
+def test_results_files_and_schema(tmp_path, tmp_cache):
+  out = tmp_path / 'run'
+  results = driver.run_experiment(_config(), str(out))
+  saved = json.loads((out / 'results.json').read_text())
+  assert saved['final_accuracy'] == results.final_accuracy
+  assert len(saved['rounds']) == 4
+  first = saved['rounds'][0]
+  assert len(first['clients']) == 2 and len(first['client_weights']) == 2
+  for key in ('train_loss', 'test_accuracy', 'test_macro_f1', 'seconds', 'wall_time'):
+    assert key in first
+  assert len(saved['client_noise_rates']) == 4
+  assert (out / 'metrics.csv').read_text().count('\n') == 5
+  assert os.listdir(out / 'tb')
+  assert results.final_accuracy > 0.5  # Four rounds of FedAvg learn digits well above chance.
+
+
+def test_same_seed_same_accuracies(tmp_path, tmp_cache):
+  first = driver.run_experiment(_config(), str(tmp_path / 'a'))
+  second = driver.run_experiment(_config(), str(tmp_path / 'b'))
+  assert [r['test_accuracy'] for r in first.rounds] == [r['test_accuracy'] for r in second.rounds]
+  assert [r['clients'] for r in first.rounds] == [r['clients'] for r in second.rounds]
+
+
+def test_resume_after_crash_matches_uninterrupted_run(tmp_path, tmp_cache, monkeypatch):
+  config = _config(**{'fl.rounds': 6})
+  reference = driver.run_experiment(config, str(tmp_path / 'ref'))
+
+  real_save = checkpoint.save
+
+  def crash_after_round_4(directory, round_num, *args):
+    real_save(directory, round_num, *args)
+    if round_num == 4:
+      raise KeyboardInterrupt('simulated crash')
+
+  monkeypatch.setattr(checkpoint, 'save', crash_after_round_4)
+  with pytest.raises(KeyboardInterrupt):
+    driver.run_experiment(config, str(tmp_path / 'crashed'))
+  monkeypatch.setattr(checkpoint, 'save', real_save)
+  resumed = driver.run_experiment(config, str(tmp_path / 'crashed'), resume=True)
+  assert [r['round'] for r in resumed.rounds] == list(range(1, 7))
+  keys = ('clients', 'train_loss', 'test_accuracy', 'test_macro_f1')
+  for got, want in zip(resumed.rounds, reference.rounds):
+    assert {k: got[k] for k in keys} == {k: want[k] for k in keys}
+
+
+def test_batchnorm_global_model_evaluates_like_keras(tmp_path, tmp_cache):
+  config = _config(**{'model.name': 'resnet20', 'model.norm': 'batch', 'fl.rounds': 2})
+  results = driver.run_experiment(config, str(tmp_path / 'bn'))
+  data = federated_data.build_federated_data(config)
+  model = models.build_model('resnet20', data.input_shape, data.num_classes, norm='batch')
+  model.set_weights(results_lib.load_final_weights(str(tmp_path / 'bn')))
+  stats = [w.numpy() for w in model.non_trainable_weights if 'moving_mean' in w.name]
+  assert stats and any(np.abs(s).max() > 0 for s in stats)  # Aggregated, not left at init.
+  model.compile(loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                metrics=['accuracy'])
+  _, keras_accuracy = model.evaluate(data.x_test, data.y_test, verbose=0)
+  assert results.final_accuracy == pytest.approx(keras_accuracy, abs=1e-6)
+
+
+def test_empty_client_is_skipped_and_counted(tmp_path, tmp_cache, monkeypatch):
+  real_build = federated_data.build_federated_data
+
+  def with_empty_client(config):
+    data = real_build(config)
+    cid = data.client_ids[0]
+    data.x[cid] = data.x[cid][:0]
+    data.y[cid] = data.y[cid][:0]
+    return data
+
+  monkeypatch.setattr(federated_data, 'build_federated_data', with_empty_client)
+  results = driver.run_experiment(
+      _config(**{'fl.participation': 1.0, 'fl.rounds': 1}), str(tmp_path / 'e'))
+  assert results.rounds[0]['skipped_empty_clients'] == 1
+  assert len(results.rounds[0]['clients']) == 3
+
+
+@pytest.mark.parametrize('overrides, match', [
+    ({'fl': {'rounds': 0}}, 'fl.rounds'),
+    ({'fl': {'participation': 1.5}}, 'fl.participation'),
+    ({'fl': {'roundz': 3}}, "did you mean 'rounds'"),
+    ({'fl': {'rounds': 'ten'}}, 'fl.rounds: expected an integer'),
+    ({'method': {'name': 'fedavgg'}}, 'method.name'),
+    ({'method': {'name': 'fedprox', 'params': {'mu': -1}}}, 'method.params.mu'),
+    ({'method': {'name': 'fedprox', 'params': {'nu': 1}}}, "did you mean 'mu'"),
+])
+def test_bad_config_is_a_clear_error(overrides, match):
+  with pytest.raises(config_lib.ConfigError, match=match):
+    config_lib.from_dict(overrides)
+
+
+def test_model_that_does_not_fit_the_data_fails_before_training(tmp_path, tmp_cache):
+  with pytest.raises(config_lib.ConfigError, match='model.name'):
+    driver.run_experiment(_config(**{'model.name': 'audio'}), str(tmp_path / 'x'))
+  assert not (tmp_path / 'x').exists()

@@ -1,0 +1,161 @@
+"""FedLN (Tsouvalas et al. 2023): NNC label correction and NA-FedAvg aggregation.
+
+NNC (once, on each client, before training): embed the client's inputs with a frozen
+encoder and replace each label by the kNN majority vote of its neighbours' labels
+(``ops.knn.knn_vote``, specs/fedln.md Eq. 1). NA-FedAvg: at the activation round R_c
+every client scores its samples with the received global model and with its trained
+local model (energy score); the server thresholds at the nu-th percentile of the pooled
+global-model scores and a client's noise estimate n_hat is the fraction of its local
+scores below it (Eq. 2). From R_c on the client's update weight is (1 - n_hat) N, which
+reaches aggregation through the per-example ``aggregation_weight`` of its dataset.
+
+Scoring is its own federated computation that returns per-client logits to the driver
+(the spec's TFF mapping): clients train from the same weights on the same data as in
+``process.next``, so the local model scored is the one the round aggregates.
+"""
+
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from tff_noisy.embeddings import hub as hub_lib
+from tff_noisy.embeddings import pca as pca_lib
+from tff_noisy.federated import client_work
+from tff_noisy.federated.algorithms import base
+from tff_noisy.federated.algorithms import fedavg
+from tff_noisy.ops import energy
+from tff_noisy.ops import knn
+from tff_noisy.tff_runtime import import_tff
+
+tff = import_tff()
+
+NOISE_ESTIMATE = 'noise_estimate'
+
+
+def build_scoring_computation(model_fn, element_spec, client_optimizer, *, local_epochs: int):
+  """``(global weights@SERVER, data@CLIENTS) -> <global_logits, local_logits>@CLIENTS``.
+
+  Each client computes logits on all its samples with the received weights, trains
+  exactly as the client work does, and computes logits again with the local model.
+  """
+  weights_type = client_work.weights_type_of(model_fn)
+  data_type = tff.SequenceType(tff.types.tensorflow_to_type(element_spec))
+
+  @tff.tensorflow.computation(weights_type, data_type)
+  def client_logits(weights, dataset):
+    model = model_fn()
+    train = client_work.build_local_training(model, client_optimizer, None, 0.0, local_epochs)
+
+    @tf.function
+    def logits_of(dataset):
+      collected = tf.TensorArray(tf.float32, size=0, dynamic_size=True, infer_shape=False)
+      for batch in dataset:
+        collected = collected.write(collected.size(), model(batch['x'], training=False))
+      return collected.concat()
+
+    @tf.function
+    def before_and_after(weights, dataset):
+      tf.nest.map_structure(lambda v, t: v.assign(t), client_work.model_weights_of(model),
+                            weights)
+      global_logits = logits_of(dataset)
+      with tf.control_dependencies([global_logits]):
+        train(weights, dataset)
+      return global_logits, logits_of(dataset)
+
+    return before_and_after(weights, dataset)
+
+  @tff.federated_computation(tff.FederatedType(weights_type, tff.SERVER),
+                             tff.FederatedType(data_type, tff.CLIENTS))
+  def score(weights, client_data):
+    return tff.federated_map(client_logits, (tff.federated_broadcast(weights), client_data))
+
+  return score
+
+
+def build_encoder(params: dict, train_inputs: np.ndarray, seed: int):
+  """The NNC encoder: PCA fitted label-free on the training inputs, or a TF-Hub handle."""
+  if params['encoder'] == 'pca':
+    return pca_lib.PCAEncoder.fit(train_inputs, n_components=params['pca_components'],
+                                  seed=seed)
+  size = params.get('encoder_input_size')
+  return hub_lib.HubEncoder(params['encoder'], input_size=tuple(size) if size else None,
+                            channels=params.get('encoder_channels'))
+
+
+class FedLN(base.Method):
+  """NNC and/or NA-FedAvg on top of FedAvg local training."""
+
+  nnc = True
+  na = True
+  extra_fields = {client_work.AGGREGATION_WEIGHT_KEY: np.float32}
+
+  def __init__(self, process, params, seed, scoring=None):
+    super().__init__(process)
+    self.params = params
+    self.seed = seed
+    self.scoring = scoring
+
+  @classmethod
+  def build(cls, params, model_fn, element_spec, client_optimizer, server_optimizer, *,
+            local_epochs, seed, rounds):
+    del rounds
+    process = fedavg.build_fedavg_process(model_fn, element_spec, client_optimizer,
+                                          server_optimizer, local_epochs=local_epochs)
+    scoring = None
+    if cls.na:
+      scoring = build_scoring_computation(model_fn, element_spec, client_optimizer,
+                                          local_epochs=local_epochs)
+    return cls(process, params, seed, scoring)
+
+  def prepare(self, data, store) -> dict:
+    if not self.nnc:
+      return {}
+    inputs = np.concatenate([data.x[cid] for cid in data.client_ids])
+    encoder = build_encoder(self.params, inputs, self.seed)
+    cache = os.path.join(os.environ.get('TFF_NOISY_CACHE', os.path.expanduser(
+        '~/.cache/tff-noisy')), 'embeddings')
+    embeddings = hub_lib.embed_cached(encoder, inputs, cache, data.config_hash)
+    start = 0
+    for index, cid in enumerate(data.client_ids):
+      n = len(data.y[cid])
+      if n:
+        store.set(cid, 'labels', knn.knn_vote(
+            embeddings[start:start + n], data.y[cid], self.params['k'],
+            seed=self.seed * 100003 + index, num_classes=data.num_classes))
+      start += n
+    return {'nnc_encoder': encoder.encoder_id}
+
+  def client_extras(self, client_id, num_examples, store) -> dict:
+    if not self.na:
+      return {}
+    estimate = store.get(client_id, NOISE_ESTIMATE, 0.0)
+    return {client_work.AGGREGATION_WEIGHT_KEY:
+            np.full(num_examples, 1.0 - estimate, np.float32)}
+
+  def all_clients_in_round(self, round_num) -> bool:
+    return self.na and round_num == self.params['activation_round']
+
+  def before_round(self, round_num, state, datasets_fn, store) -> dict:
+    if not self.all_clients_in_round(round_num):
+      return {}
+    datasets = datasets_fn()
+    weights = self.process.get_model_weights(state)
+    logits = self.scoring(weights, list(datasets.values()))
+    temperature = self.params['temperature']
+    global_scores = [energy.energy_score(g, temperature) for g, _ in logits]
+    tau = energy.pooled_threshold(global_scores, self.params['nu'])
+    estimates = {}
+    for cid, (_, local) in zip(datasets, logits):
+      estimates[cid] = energy.noise_estimate(energy.energy_score(local, temperature), tau)
+      store.set(cid, NOISE_ESTIMATE, estimates[cid])
+    return {'noise_threshold': tau, 'noise_estimates': estimates}
+
+
+class FedLNNNC(FedLN):
+  na = False
+  extra_fields = {}
+
+
+class FedLNNAFedAvg(FedLN):
+  nnc = False
