@@ -2,6 +2,7 @@
 
   tff-noisy run CONFIG.yaml --out DIR [--set key=value ...] [--resume]
   tff-noisy compare CONFIG.yaml --methods fedavg,fedprox --out DIR [--set ...]
+  tff-noisy grid CONFIG.yaml --methods a,b --setting "k=v,k=v" ... --seeds 0,1 --out DIR
   tff-noisy data build CONFIG.yaml [--set ...]
 """
 
@@ -74,6 +75,45 @@ def _cmd_compare(args) -> None:
         f'saved {os.path.join(args.out, "comparison.csv")} and comparison.png')
 
 
+def _cmd_grid(args) -> None:
+  """Every method x setting x seed on identical data per (setting, seed); a mean table."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  names = [m.strip() for m in args.methods.split(',') if m.strip()]
+  seeds = [int(s) for s in args.seeds.split(',')]
+  settings = args.setting or ['']
+  runs = []  # (setting, method, seed, config) -- all validated before the first run.
+  for setting in settings:
+    overrides = [kv for kv in setting.split(',') if kv]
+    for seed in seeds:
+      base = config_lib.load(args.config, args.set + overrides + [f'seed={seed}'])
+      runs += [(setting, name, seed, method_config(base, name)) for name in names]
+  scores = {}
+  for setting, name, seed, config in runs:
+    out = os.path.join(args.out, setting.replace(',', '_').replace('=', '-') or 'default',
+                       f'seed{seed}', name)
+    results = _run(config, out, args.resume)
+    scores.setdefault((setting, name), []).append(
+        (results.final_accuracy, results.last10_accuracy))
+  os.makedirs(args.out, exist_ok=True)
+  lines = ['| setting | ' + ' | '.join(names) + ' |', '|---|' + '---|' * len(names)]
+  with open(os.path.join(args.out, 'grid.csv'), 'w', newline='') as f:
+    writer = csv.writer(f)
+    writer.writerow(['setting', 'method', 'seeds', 'final_mean', 'final_std', 'last10_mean',
+                     'last10_std'])
+    for setting in settings:
+      cells = []
+      for name in names:
+        values = np.array(scores[(setting, name)])
+        mean, std = values.mean(axis=0), values.std(axis=0)
+        writer.writerow([setting, name, len(values), mean[0], std[0], mean[1], std[1]])
+        cells.append(f'{100 * mean[0]:.2f} ± {100 * std[0]:.2f}')
+      lines.append(f'| {setting or "(config)"} | ' + ' | '.join(cells) + ' |')
+  table = '\n'.join(lines)
+  with open(os.path.join(args.out, 'grid.md'), 'w') as f:
+    f.write(f'Final test accuracy (%), mean ± std over seeds {args.seeds}\n\n{table}\n')
+  print(table)
+
+
 def _plot(curves, path) -> None:
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')
@@ -111,6 +151,15 @@ def _parser() -> argparse.ArgumentParser:
   compare.add_argument('--out', required=True, help='output directory')
   compare.add_argument('--resume', action='store_true', help='resume each method run')
   compare.set_defaults(func=_cmd_compare)
+
+  grid = with_config(sub.add_parser('grid', help='methods x settings x seeds, mean table'))
+  grid.add_argument('--methods', required=True, help='comma-separated method names')
+  grid.add_argument('--setting', action='append', default=[],
+                    help='comma-separated key=value overrides naming one setting; repeat')
+  grid.add_argument('--seeds', default='0', help='comma-separated seeds')
+  grid.add_argument('--out', required=True, help='output directory')
+  grid.add_argument('--resume', action='store_true', help='resume each run')
+  grid.set_defaults(func=_cmd_grid)
 
   data = sub.add_parser('data', help='federated data tools')
   data_sub = data.add_subparsers(dest='data_command', required=True)

@@ -243,4 +243,4 @@ def _section_validators():
   from tff_noisy import methods  # pylint: disable=g-import-not-at-top
   from tff_noisy.data import federated  # pylint: disable=g-import-not-at-top
   return [federated.validate_config,
-          lambda c: methods.resolve_params(c.method.name, c.method.params, c.fl.rounds)]
+          methods.validate]

@@ -21,6 +21,14 @@ _NA = {
     'temperature': 1.0,  # Energy-score temperature T.
 }
 
+_FEDDS = {
+    'max_iter': 500,  # Dawid-Skene EM iterations at most.
+    'tol': 1e-5,  # Stop when no posterior changes by more.
+    'use_prior': True,  # Class prior in the E-step (the paper); False: uniform ([code]).
+    'smoothing': 0.0,  # Laplace smoothing of the M-step counts.
+    'weight_mode': 'reliability',  # 'reliability' (Eq. 8) or 'reliability_x_n'.
+}
+
 # name -> {parameter: default}
 METHOD_PARAMS = {
     'fedavg': {},
@@ -28,6 +36,8 @@ METHOD_PARAMS = {
     'fedln': dict(_NNC, **_NA),
     'fedln_nnc': dict(_NNC),
     'fedln_nafedavg': dict(_NA),
+    'fedds': dict(_FEDDS),
+    'fedds_fedprox': dict(_FEDDS, mu=0.01),
 }
 
 
@@ -79,4 +89,23 @@ def resolve_params(name: str, params: dict, rounds: int = None) -> dict:
     if rounds is not None:
       _check(r_c <= rounds, 'activation_round',
              f'R_c={r_c} is beyond the last round (fl.rounds={rounds})')
+  if 'max_iter' in resolved:
+    _check(isinstance(resolved['max_iter'], int) and resolved['max_iter'] >= 1, 'max_iter',
+           f"needs an integer >= 1, got {resolved['max_iter']!r}")
+    _check(_is_number(resolved['tol']) and resolved['tol'] >= 0, 'tol',
+           f"needs a number >= 0, got {resolved['tol']!r}")
+    _check(_is_number(resolved['smoothing']) and resolved['smoothing'] >= 0, 'smoothing',
+           f"needs a number >= 0, got {resolved['smoothing']!r}")
+    _check(isinstance(resolved['use_prior'], bool), 'use_prior', 'needs true or false')
+    _check(resolved['weight_mode'] in ('reliability', 'reliability_x_n'), 'weight_mode',
+           f"needs 'reliability' or 'reliability_x_n', got {resolved['weight_mode']!r}")
   return resolved
+
+
+def validate(config) -> dict:
+  """Checks the config's method against its parameters and data; returns the params."""
+  params = resolve_params(config.method.name, config.method.params, config.fl.rounds)
+  if config.method.name.startswith('fedds') and config.data.public_fraction <= 0:
+    raise ConfigError(f"data.public_fraction: method '{config.method.name}' needs an "
+                      'unlabelled public split; set it in (0, 1), e.g. 0.1 as in the paper')
+  return params

@@ -125,15 +125,15 @@ def synthesise(words=WORDS, voices=VOICES, test_voices=TEST_VOICES, speeds=SPEED
   if unknown:
     raise ValueError(f'test_voices not in voices: {", ".join(unknown)}')
   jobs = [(w, v, s, p) for w in words for v in voices for s in speeds for p in pitches]
+  per_word = len(jobs) // len(words)
   rng = np.random.default_rng(seed)
   clips = []
-  with futures.ThreadPoolExecutor(max(1, min(4, os.cpu_count() or 1))) as pool:
+  with futures.ThreadPoolExecutor(min(4, os.cpu_count() or 1)) as pool:
     for i, word in enumerate(pool.map(lambda job: speak(*job), jobs)):
       clips.append(augment(word, rng))
-      if progress and (i + 1) % len(voices) == 0:
-        print(f'\rkeywords: {i + 1}/{len(jobs)} clips', end='', file=sys.stderr, flush=True)
-  if progress:
-    print(file=sys.stderr)
+      if progress and (i + 1) % per_word == 0:
+        print(f'keywords: {jobs[i][0]!r} done, {i + 1}/{len(jobs)} clips', file=sys.stderr,
+              flush=True)
   labels = np.array([words.index(w) for w, *_ in jobs], np.int64)
   test = np.array([v in test_voices for _, v, *_ in jobs])
   x = np.stack(clips)

@@ -21,24 +21,32 @@ _MAX_GROUP = 32
 
 @tf.function(reduce_retracing=True)
 def _distance_block(queries, database, squared_norms, group):
-  """Returns ||b||^2 - 2 a.b as [B, N'] and its minimum over each group of columns."""
+  """||b||^2 - 2 a.b as [B, N' / group, group], and its minimum over each group."""
   distances = squared_norms[None, :] - 2.0 * tf.matmul(queries, database, transpose_b=True)
-  group_min = tf.reduce_min(tf.reshape(distances, [tf.shape(queries)[0], -1, group]), axis=-1)
-  return distances, group_min
+  distances = tf.reshape(distances, [tf.shape(queries)[0], -1, group])
+  return distances, tf.reduce_min(distances, axis=-1)
 
 
-def _k_smallest(distances: np.ndarray, group_min: np.ndarray, k: int) -> np.ndarray:
-  """Column indices of the k smallest entries of each row, nearest first."""
-  num_rows = distances.shape[0]
-  group = distances.shape[1] // group_min.shape[1]
+@tf.function(reduce_retracing=True)
+def _gather_groups(grouped_distances, groups):
+  return tf.gather(grouped_distances, groups, batch_dims=1)
+
+
+def _k_smallest(grouped_distances: tf.Tensor, group_min: np.ndarray, k: int) -> np.ndarray:
+  """Column indices of the k smallest distances of each row, nearest first.
+
+  Only the k groups with the smallest minima leave TensorFlow (the whole block is a
+  large copy).
+  """
+  num_rows, _, group = grouped_distances.shape
   rows = np.arange(num_rows)[:, None]
   groups = np.argpartition(group_min, k - 1, axis=1)[:, :k]
   bound = group_min[rows, groups].max(axis=1)  # >= the k-th smallest distance.
-  candidates = distances.reshape(num_rows, -1, group)[rows, groups].reshape(num_rows, -1)
+  candidates = _gather_groups(grouped_distances, groups).numpy().reshape(num_rows, -1)
   hit_rows, hit_positions = np.nonzero(candidates <= bound[:, None])  # >= k per row.
   counts = np.bincount(hit_rows, minlength=num_rows)
   slots = np.arange(hit_rows.size) - (np.cumsum(counts) - counts)[hit_rows]
-  values = np.full((num_rows, counts.max()), np.inf, dtype=distances.dtype)
+  values = np.full((num_rows, counts.max()), np.inf, dtype=candidates.dtype)
   values[hit_rows, slots] = candidates[hit_rows, hit_positions]
   columns = np.zeros(values.shape, dtype=np.int64)
   columns[hit_rows, slots] = (groups[hit_rows, hit_positions // group] * group
@@ -87,10 +95,10 @@ def nearest_neighbors(embeddings, k: int, include_self: bool = True,
   squared_norms = tf.constant(squared_norms)
   blocks = []
   for start in range(0, num_samples, block_size):
-    distances, group_min = _distance_block(
+    grouped_distances, group_min = _distance_block(
         database[start:min(start + block_size, num_samples)], database, squared_norms,
         tf.constant(group))
-    blocks.append(_k_smallest(distances.numpy(), group_min.numpy(), search_k))
+    blocks.append(_k_smallest(grouped_distances, group_min.numpy(), search_k))
   neighbors = np.concatenate(blocks)
   if include_self:
     return neighbors

@@ -106,22 +106,31 @@ def _label_correction_report(data, store) -> dict:
   return {'label_correction': {'overall': overall, 'per_client': per_client}}
 
 
+# Per-client diagnostic -> (name of its Pearson correlation, the truth it is compared to).
+_TRUTH_CORRELATIONS = {
+    'noise_estimates': ('noise_estimate_correlation', lambda rate: rate),
+    'reliabilities': ('reliability_correlation', lambda rate: 1.0 - rate),
+}
+
+
 def _with_truth(diagnostics: dict, data) -> dict:
-  """Adds the correlation of per-client noise estimates with the true noise rates."""
-  estimates = diagnostics.get('noise_estimates')
-  if estimates and len(estimates) > 1:
-    true_rates = dict(zip(data.client_ids, data.noise_rates))
+  """Adds the correlation of per-client estimates with the true per-client noise rates."""
+  true_rates = dict(zip(data.client_ids, data.noise_rates))
+  for key, (name, truth) in _TRUTH_CORRELATIONS.items():
+    estimates = diagnostics.get(key)
+    if not estimates or len(estimates) < 2:
+      continue
     est = np.array(list(estimates.values()))
-    true = np.array([true_rates[cid] for cid in estimates])
+    true = np.array([truth(true_rates[cid]) for cid in estimates])
     if est.std() > 0 and true.std() > 0:
-      diagnostics['noise_estimate_correlation'] = float(np.corrcoef(est, true)[0, 1])
+      diagnostics[name] = float(np.corrcoef(est, true)[0, 1])
   return diagnostics
 
 
 def run_experiment(config: ExperimentConfig, out_dir: str, *, resume: bool = False,
                    progress: Optional[bool] = None) -> results_lib.Results:
   """Runs one federated experiment and writes its results to ``out_dir``."""
-  params = methods.resolve_params(config.method.name, config.method.params, config.fl.rounds)
+  params = methods.validate(config)
   data = federated_data.build_federated_data(config)
   model_fn = make_model_fn(config, data.input_shape, data.num_classes)
   tff = import_tff()
@@ -188,13 +197,9 @@ def run_experiment(config: ExperimentConfig, out_dir: str, *, resume: bool = Fal
     record.update(clients=list(datasets), skipped_empty_clients=len(sampled) - len(datasets),
                   client_weights=[weights[cid] for cid in datasets])
     if datasets:
-      output = process.next(state, list(datasets.values()))
-      state = output.state
-      train = output.metrics['client_work']['train']
-      record.update(
-          train_loss=float(train['loss']), train_accuracy=float(train['accuracy']),
-          non_finite_clients=int(train['non_finite_clients']),
-          update_rejected=int(output.metrics['finalizer']['update_non_finite']))
+      state, metrics, diagnostics = method.run_round(state, datasets)
+      record.update(metrics)
+      record.update(_with_truth(diagnostics, data))
     record['seconds'] = time.time() - started
     record['wall_time'] = time.time()
     if round_num % fl.eval_every == 0 or round_num == fl.rounds:

@@ -2,6 +2,7 @@
 
 from tff_noisy.federated.algorithms.base import Method
 from tff_noisy.federated.algorithms.fedavg import FedAvg
+from tff_noisy.federated.algorithms.fedds import FedDS
 from tff_noisy.federated.algorithms.fedln import FedLN
 from tff_noisy.federated.algorithms.fedln import FedLNNAFedAvg
 from tff_noisy.federated.algorithms.fedln import FedLNNNC
@@ -13,4 +14,6 @@ METHODS = {
     'fedln': FedLN,
     'fedln_nnc': FedLNNNC,
     'fedln_nafedavg': FedLNNAFedAvg,
+    'fedds': FedDS,
+    'fedds_fedprox': FedDS,
 }

@@ -41,7 +41,23 @@ class Method:
     del round_num
     return False
 
-  def before_round(self, round_num: int, state, datasets: dict, store) -> dict:
-    """Work before ``process.next`` on ``datasets`` ({client id: dataset}); diagnostics."""
-    del round_num, state, datasets, store
+  def before_round(self, round_num: int, state, datasets_fn, store) -> dict:
+    """Work before the round; ``datasets_fn()`` builds {client id: dataset}; diagnostics."""
+    del round_num, state, datasets_fn, store
     return {}
+
+  def run_round(self, state, datasets: dict) -> tuple:
+    """One round on {client id: dataset}; returns (new state, metrics, diagnostics)."""
+    output = self.process.next(state, list(datasets.values()))
+    return output.state, round_metrics(output.metrics), {}
+
+
+def round_metrics(metrics) -> dict:
+  """The driver's per-round training metrics from a composed process's measurements."""
+  train = metrics['client_work']['train']
+  return {
+      'train_loss': float(train['loss']),
+      'train_accuracy': float(train['accuracy']),
+      'non_finite_clients': int(train['non_finite_clients']),
+      'update_rejected': int(metrics['finalizer']['update_non_finite']),
+  }
