@@ -27,6 +27,8 @@ _FEDDS = {
     'use_prior': True,  # Class prior in the E-step (the paper); False: uniform ([code]).
     'smoothing': 0.0,  # Laplace smoothing of the M-step counts.
     'weight_mode': 'reliability',  # 'reliability' (Eq. 8) or 'reliability_x_n'.
+    'em': 'central',  # 'central': the server labels the public set with each client's
+    # model and fits DS; 'federated': clients label it and the server sees only sums.
 }
 
 # name -> {parameter: default}
@@ -99,6 +101,8 @@ def resolve_params(name: str, params: dict, rounds: int = None) -> dict:
     _check(isinstance(resolved['use_prior'], bool), 'use_prior', 'needs true or false')
     _check(resolved['weight_mode'] in ('reliability', 'reliability_x_n'), 'weight_mode',
            f"needs 'reliability' or 'reliability_x_n', got {resolved['weight_mode']!r}")
+    _check(resolved['em'] in ('central', 'federated'), 'em',
+           f"needs 'central' or 'federated', got {resolved['em']!r}")
   return resolved
 
 

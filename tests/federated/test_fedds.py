@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 from tff_noisy import config as config_lib
+from tff_noisy import methods
 from tff_noisy.federated.algorithms import fedds
 from tff_noisy.simulation import driver
 from tff_noisy.tff_runtime import import_tff
@@ -59,8 +60,8 @@ def _method(run_config):
   spec = driver.client_dataset(data.x['client_000'][:1], data.y['client_000'][:1], 4,
                                0).element_spec
   sgd = tff.learning.optimizers.build_sgdm(0.1)
-  method = fedds.FedDS.build(dict(run_config.method.params, max_iter=50, tol=1e-5,
-                                  use_prior=True, smoothing=0.0, weight_mode='reliability'),
+  params = methods.validate(run_config)
+  method = fedds.FedDS.build(params,
                              model_fn, spec, sgd, sgd, local_epochs=1, seed=0, rounds=1)
   method.prepare(data, None)
   weights = tff.learning.models.ModelWeights(
@@ -91,3 +92,19 @@ def test_missing_public_split_is_a_clear_error():
     _config(public_fraction=0.0)
   with pytest.raises(config_lib.ConfigError, match='method.params.weight_mode'):
     _config(weight_mode='votes')
+
+
+def test_federated_em_gives_the_centralised_reliabilities(tmp_cache):
+  from tff_noisy.ops import dawid_skene  # pylint: disable=g-import-not-at-top
+  method, _ = _method(_config(em='federated', max_iter=40, tol=0.0))
+  rng = np.random.default_rng(3)
+  truth = rng.integers(0, 10, len(method.public_x))
+  accuracies = [0.95, 0.8, 0.5, 0.2]
+  predictions = [np.where(rng.random(truth.size) < a, truth, rng.integers(0, 10, truth.size))
+                 for a in accuracies]
+  federated, iterations = fedds.federated_dawid_skene(method.em, predictions, max_iter=40,
+                                                      tol=0.0, use_prior=True)
+  central = dawid_skene.dawid_skene(np.stack(predictions), 10, max_iter=40, tol=0.0)
+  assert iterations == central.iterations == 40
+  np.testing.assert_allclose(federated, central.reliability, atol=1e-6)
+  assert list(np.argsort(federated)) == [3, 2, 1, 0]

@@ -148,3 +148,18 @@ def test_reliability_weights():
 def test_invalid_predictions(predictions, match):
   with pytest.raises(ValueError, match=match):
     ds.dawid_skene(predictions, C)
+
+
+def test_tensorflow_client_steps_equal_numpy_ones():
+  from tff_noisy.ops import dawid_skene_tf  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(7)
+  predictions = rng.integers(0, 4, 50)
+  posteriors = rng.dirichlet(np.ones(4), 50)
+  confusion = ds.local_m_step(predictions, posteriors, 4, smoothing=0.5)
+  np.testing.assert_allclose(
+      dawid_skene_tf.local_m_step(predictions, posteriors, 0.5).numpy(), confusion, atol=1e-12)
+  np.testing.assert_allclose(
+      dawid_skene_tf.local_log_likelihood_terms(predictions, confusion).numpy(),
+      ds.local_log_likelihood_terms(predictions, confusion), atol=1e-12)
+  assert dawid_skene_tf.client_reliability(confusion).numpy() == pytest.approx(
+      ds.client_reliability(confusion))

@@ -19,7 +19,7 @@ from tff_noisy.data import noise as noise_lib
 from tff_noisy.data import partition as partition_lib
 from tff_noisy.data import sources
 
-CACHE_ENV = 'TFF_NOISY_CACHE'
+CACHE_ENV = sources.CACHE_ENV
 CACHE_FILE = 'data-v1.npz'  # Bump the version whenever the build's output changes.
 _SUBSET, _PUBLIC = 5, 6  # Random streams (see partition.generator).
 
@@ -115,9 +115,7 @@ def validate_config(config: ExperimentConfig) -> None:
 
 def cache_dir(config: ExperimentConfig) -> str:
   """The directory that holds (or will hold) this config's build."""
-  root = (config.data.cache_dir or os.environ.get(CACHE_ENV)
-          or os.path.expanduser('~/.cache/tff-noisy'))
-  return os.path.join(root, config.data_hash())
+  return os.path.join(config.data.cache_dir or sources.cache_root(), config.data_hash())
 
 
 def build_federated_data(config: ExperimentConfig) -> FederatedData:
@@ -144,22 +142,37 @@ def _sample_per_class(labels: np.ndarray, counts: np.ndarray, rng) -> np.ndarray
   return np.sort(np.concatenate(chosen)).astype(np.int64)
 
 
+def class_balanced_subset(labels: np.ndarray, size: int, num_classes: int, seed: int,
+                          name: str = 'dataset') -> np.ndarray:
+  """Sorted positions of the build's seeded class-balanced subset of ``size`` samples.
+
+  size // C samples of each class, one more of size % C random classes; the random
+  stream is the build's, so it selects the samples of ``data.train_subset`` with this
+  seed. Raises ValueError if a class is too small.
+  """
+  rng = partition_lib.generator(seed, _SUBSET)
+  counts = np.full(num_classes, size // num_classes)
+  counts[rng.choice(num_classes, size % num_classes, replace=False)] += 1
+  class_sizes = np.bincount(labels, minlength=num_classes)
+  if (counts > class_sizes).any():
+    raise ValueError(f'a class-balanced subset of {size} needs {counts.max()} samples per '
+                     f'class; the smallest {name} class has {class_sizes.min()}')
+  return _sample_per_class(labels, counts, rng)
+
+
 def _build_arrays(config: ExperimentConfig) -> dict:
   """Runs the build; returns the flat arrays that are cached (see _from_arrays)."""
   data, seed = config.data, config.seed
   dataset = sources.load_dataset(data.dataset, data.data_dir)
   num_classes = dataset.num_classes
-  class_sizes = np.bincount(dataset.y_train, minlength=num_classes)
 
   pool = np.arange(len(dataset.y_train))
   if data.train_subset is not None:
-    rng = partition_lib.generator(seed, _SUBSET)
-    counts = np.full(num_classes, data.train_subset // num_classes)
-    counts[rng.choice(num_classes, data.train_subset % num_classes, replace=False)] += 1
-    _require((counts <= class_sizes).all(), 'data.train_subset',
-             f'a class-balanced subset of {data.train_subset} needs {counts.max()} samples '
-             f'per class; the smallest {data.dataset} class has {class_sizes.min()}')
-    pool = _sample_per_class(dataset.y_train, counts, rng)
+    try:
+      pool = class_balanced_subset(dataset.y_train, data.train_subset, num_classes, seed,
+                                   data.dataset)
+    except ValueError as e:
+      raise ConfigError(f'data.train_subset: {e}') from e
 
   x_test, y_test = dataset.x_test, dataset.y_test
   if data.test_subset is not None:

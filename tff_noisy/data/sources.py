@@ -7,8 +7,14 @@ shape (N, 16000); labels are int64. Sources, tried in this order:
 * ``mnist`` / ``fashion_mnist``: IDX files (``train-images-idx3-ubyte.gz`` etc., gzipped
   or not) in ``data_dir``, then ``$TFF_NOISY_DATA``, each as ``DIR/<name>`` or ``DIR``
   itself, then the Debian package's directory (``dataset-fashion-mnist``); then TFDS.
-* every dataset but ``digits``: an already prepared TFDS dataset under ``data_dir``,
-  ``$TFF_NOISY_DATA`` or the TFDS default directory. Nothing is ever downloaded.
+* ``keywords``: ten spoken words synthesised offline with espeak-ng
+  (:mod:`tff_noisy.data.keywords`): ``keywords-v1.npz`` in ``data_dir`` or
+  ``$TFF_NOISY_DATA`` (as ``DIR/keywords`` or ``DIR``), then in ``<cache>/keywords``
+  (``$TFF_NOISY_CACHE``, default ``~/.cache/tff-noisy``), where it is generated on first
+  use if espeak-ng is installed.
+* every other dataset but ``digits``: an already prepared TFDS dataset under
+  ``data_dir``, ``$TFF_NOISY_DATA`` or the TFDS default directory. Nothing is ever
+  downloaded.
 
 A dataset found nowhere raises :class:`DatasetNotFoundError`, which lists every place
 tried and how to provide the data; there is no fallback to another dataset.
@@ -17,11 +23,13 @@ tried and how to provide the data; there is no fallback to another dataset.
 import dataclasses
 import gzip
 import os
+import sys
 from typing import Mapping, Optional
 
 import numpy as np
 
 DATA_ENV = 'TFF_NOISY_DATA'
+CACHE_ENV = 'TFF_NOISY_CACHE'
 # name -> (Debian package, directory of its IDX files).
 DEBIAN_PACKAGES = {
     'fashion_mnist': ('dataset-fashion-mnist', '/usr/share/datasets/fashion-mnist'),
@@ -69,6 +77,7 @@ DATASETS = {
     'cifar10_n': DatasetSpec(10, (32, 32, 3), {c: c for c in _CIFAR10N_COLUMNS}),
     'cifar100_n': DatasetSpec(100, (32, 32, 3), {'noisy_fine': 'noise_label'}),
     'speech_commands': DatasetSpec(12, (AUDIO_SAMPLES,)),
+    'keywords': DatasetSpec(10, (AUDIO_SAMPLES,)),
 }
 
 
@@ -87,6 +96,11 @@ class Dataset:
   y_train_noisy: dict = dataclasses.field(default_factory=dict)
 
 
+def cache_root() -> str:
+  """``$TFF_NOISY_CACHE``, else ``~/.cache/tff-noisy``."""
+  return os.environ.get(CACHE_ENV) or os.path.expanduser('~/.cache/tff-noisy')
+
+
 def load_dataset(name: str, data_dir: Optional[str] = None) -> Dataset:
   """Loads a named dataset; raises DatasetNotFoundError if it is nowhere to be found."""
   if name not in DATASETS:
@@ -100,8 +114,10 @@ def load_dataset(name: str, data_dir: Optional[str] = None) -> Dataset:
       roots.append((root, origin))
     else:
       tried.append(f'{origin}: not set')
+  candidates = [(d, o) for root, o in roots for d in (os.path.join(root, name), root)]
+  if name == 'keywords':
+    return _load_keywords(candidates, tried)
   if name in _IDX_CLASS_NAMES:
-    candidates = [(d, o) for root, o in roots for d in (os.path.join(root, name), root)]
     if name in DEBIAN_PACKAGES:
       package, directory = DEBIAN_PACKAGES[name]
       candidates.append((directory, f'Debian package {package}'))
@@ -127,10 +143,16 @@ def _not_found_message(name: str, tried: list) -> str:
     how.append(f'put the IDX files ({files}; uncompressed also accepted) in DIR and pass '
                f'--set data.data_dir=DIR, or export {DATA_ENV}=ROOT with them in '
                f'ROOT/{name}')
-  manual = ' --manual_dir CIFAR_N_LABEL_FILES' if DATASETS[name].noisy_label_columns else ''
-  how.append(f'prepare it with TFDS on a machine with network (`tfds build {name} '
-             f'--data_dir DIR{manual}`), copy DIR here and pass --set data.data_dir=DIR '
-             f'or export {DATA_ENV}=DIR')
+  if name == 'keywords':
+    how.append('apt-get install espeak-ng  (the set is then generated on first use)')
+    how.append('or run `python scripts/make_keywords.py --out DIR` where espeak-ng '
+               f'is installed, copy DIR here and pass --set data.data_dir=DIR or export '
+               f'{DATA_ENV}=DIR')
+  else:
+    manual = ' --manual_dir CIFAR_N_LABEL_FILES' if DATASETS[name].noisy_label_columns else ''
+    how.append(f'prepare it with TFDS on a machine with network (`tfds build {name} '
+               f'--data_dir DIR{manual}`), copy DIR here and pass --set data.data_dir=DIR '
+               f'or export {DATA_ENV}=DIR')
   return (f"dataset '{name}' not found. Tried:\n" + ''.join(f'  - {t}\n' for t in tried)
           + 'To provide it:\n' + ''.join(f'  - {h}\n' for h in how)).rstrip()
 
@@ -145,6 +167,27 @@ def _load_digits() -> Dataset:
       x, y, test_size=0.2, stratify=y, random_state=0)
   return Dataset('digits', x_train, y_train, x_test, y_test, 10, (8, 8, 1),
                  [str(d) for d in range(10)])
+
+
+def _load_keywords(candidates: list, tried: list) -> Dataset:
+  """The espeak-ng keyword set from the first directory that has it, else generated."""
+  from tff_noisy.data import keywords  # pylint: disable=g-import-not-at-top
+  cache = os.path.join(cache_root(), 'keywords')
+  for directory, origin in candidates + [(cache, f'${CACHE_ENV} cache')]:
+    path = os.path.join(directory, keywords.FILENAME)
+    if os.path.isfile(path):
+      break
+    tried.append(f'{path} ({origin}): no such file')
+  else:  # Generated into the cache, the last place tried.
+    if not keywords.espeak_available():
+      tried.append('generating it: espeak-ng is not installed')
+      raise DatasetNotFoundError(_not_found_message('keywords', tried))
+    print(f'keywords: not found, generating it with espeak-ng into {path}', file=sys.stderr)
+    keywords.write(path, keywords.synthesise(progress=True))
+  arrays = keywords.read(path)
+  splits = {s: (arrays[f'x_{s}'], arrays[f'y_{s}']) for s in ('train', 'test')}
+  return _to_dataset('keywords', splits, arrays['class_names'].tolist(), {}, path,
+                     scale=32768.0)
 
 
 def _idx_paths(directory: str, origin: str, tried: list) -> Optional[dict]:

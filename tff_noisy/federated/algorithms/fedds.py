@@ -25,6 +25,7 @@ from tff_noisy.federated import finalizer as finalizer_lib
 from tff_noisy.federated.algorithms import base
 from tff_noisy.federated.algorithms import fedavg
 from tff_noisy.ops import dawid_skene
+from tff_noisy.ops import dawid_skene_tf as ds_tf
 from tff_noisy.tff_runtime import import_tff
 
 tff = import_tff()
@@ -66,16 +67,111 @@ def build_fedds_computations(model_fn, element_spec, client_optimizer, server_op
   return train, aggregate
 
 
+def build_client_predictions(model_fn, public_x_shape):
+  """``(weights@SERVER, public x@SERVER, updates@CLIENTS) -> <labels, finite>@CLIENTS``.
+
+  Each client labels the broadcast public set with its local model (weights - update).
+  """
+  weights_type = client_work.weights_type_of(model_fn)
+  public_type = tff.TensorType(np.float32, [None, *public_x_shape])
+
+  @tff.tensorflow.computation(weights_type, weights_type, public_type)
+  def predict(weights, update, public_x):
+    model = model_fn()
+
+    @tf.function  # Orders the weight assignment before the forward pass.
+    def label(weights, update, public_x):
+      local = tf.nest.map_structure(tf.subtract, weights, update)
+      tf.nest.map_structure(lambda v, t: v.assign(t), client_work.model_weights_of(model),
+                            local)
+      logits = model(public_x, training=False)
+      return tf.argmax(logits, axis=-1), tf.reduce_all(tf.math.is_finite(logits))
+
+    return label(weights, update, public_x)
+
+  @tff.federated_computation(tff.FederatedType(weights_type, tff.SERVER),
+                             tff.FederatedType(public_type, tff.SERVER),
+                             tff.FederatedType(weights_type, tff.CLIENTS))
+  def client_predictions(weights, public_x, updates):
+    return tff.federated_map(predict, (tff.federated_broadcast(weights), updates,
+                                       tff.federated_broadcast(public_x)))
+
+  return client_predictions
+
+
+def build_federated_em(num_classes: int, num_public: int, smoothing: float):
+  """Federated computations of a Dawid-Skene EM in which the server sees no prediction.
+
+  Returns ``(init_counts, em_terms, reliabilities)``: the summed one-hot votes (for the
+  majority-vote start), the summed E-step terms sum_j log m^(j)_{c, y_i^(j)} after each
+  client's local M-step on the broadcast posteriors, and each client's reliability
+  (Eq. 7) from its final local M-step. The server keeps posteriors and prior.
+  """
+  predictions_type = tff.TensorType(np.int64, [num_public])
+  posteriors_type = tff.TensorType(np.float64, [num_public, num_classes])
+  at_clients = tff.FederatedType(predictions_type, tff.CLIENTS)
+  at_server = tff.FederatedType(posteriors_type, tff.SERVER)
+
+  @tff.tensorflow.computation(predictions_type)
+  def votes(predictions):
+    return tf.one_hot(predictions, num_classes, dtype=tf.float64)
+
+  @tff.tensorflow.computation(predictions_type, posteriors_type)
+  def terms(predictions, posteriors):
+    confusion = ds_tf.local_m_step(predictions, posteriors, smoothing)
+    return ds_tf.local_log_likelihood_terms(predictions, confusion)
+
+  @tff.tensorflow.computation(predictions_type, posteriors_type)
+  def reliability(predictions, posteriors):
+    return ds_tf.client_reliability(ds_tf.local_m_step(predictions, posteriors, smoothing))
+
+  @tff.federated_computation(at_clients)
+  def init_counts(predictions):
+    return tff.federated_sum(tff.federated_map(votes, predictions))
+
+  @tff.federated_computation(at_server, at_clients)
+  def em_terms(posteriors, predictions):
+    return tff.federated_sum(tff.federated_map(
+        terms, (predictions, tff.federated_broadcast(posteriors))))
+
+  @tff.federated_computation(at_server, at_clients)
+  def reliabilities(posteriors, predictions):
+    return tff.federated_map(reliability, (predictions, tff.federated_broadcast(posteriors)))
+
+  return init_counts, em_terms, reliabilities
+
+
+def federated_dawid_skene(computations, client_predictions: list, *, max_iter: int,
+                          tol: float, use_prior: bool) -> tuple:
+  """Runs ``dawid_skene``'s EM with the client steps in TFF; returns (reliabilities, its).
+
+  The same arithmetic, step for step, as ``ops.dawid_skene.dawid_skene``.
+  """
+  init_counts, em_terms, reliabilities = computations
+  posteriors = dawid_skene.majority_vote_posteriors(init_counts(client_predictions))
+  for iteration in range(1, max_iter + 1):
+    m_step_posteriors = posteriors
+    posteriors, _ = dawid_skene.e_step_from_terms(
+        em_terms(posteriors, client_predictions),
+        dawid_skene.class_log_prior(posteriors, use_prior))
+    if np.abs(posteriors - m_step_posteriors).max() < tol:
+      break
+  return np.array(reliabilities(m_step_posteriors, client_predictions)), iteration
+
+
 class FedDS(base.Method):
   """FedAvg (or FedProx) local training with Dawid-Skene reliability weights."""
 
-  def __init__(self, process, train, aggregate, model, params):
+  def __init__(self, process, train, aggregate, model_fn, params):
     super().__init__(process)
     self.train = train
     self.aggregate = aggregate
-    self.model = model
+    self.model_fn = model_fn
+    self.model = model_fn()
     self.params = params
     self.public_x = None
+    self.client_predictions = None  # Federated EM: clients label the public set.
+    self.em = None
 
   @classmethod
   def build(cls, params, model_fn, element_spec, client_optimizer, server_optimizer, *,
@@ -88,17 +184,22 @@ class FedDS(base.Method):
     train, aggregate = build_fedds_computations(
         model_fn, element_spec, client_optimizer, server_optimizer,
         local_epochs=local_epochs, proximal_strength=mu)
-    return cls(process, train, aggregate, model_fn(), params)
+    return cls(process, train, aggregate, model_fn, params)
 
   def prepare(self, data, store) -> dict:
     del store
     if data.x_public is None or not len(data.x_public):
       raise ValueError('FedDS needs an unlabelled public split: set data.public_fraction '
                        '> 0 (the paper uses 0.1)')
-    self.public_x = data.x_public
-    return {'fedds_public_size': int(len(data.x_public))}
+    self.public_x = data.x_public.astype(np.float32)
+    if self.params['em'] == 'federated':
+      self.client_predictions = build_client_predictions(self.model_fn, data.input_shape)
+      self.em = build_federated_em(data.num_classes, len(data.x_public),
+                                   self.params['smoothing'])
+      self.model_fn()  # Restores Keras' v2 model classes after tracing (see fedavg.py).
+    return {'fedds_public_size': int(len(data.x_public)), 'fedds_em': self.params['em']}
 
-  def _public_predictions(self, global_weights, update):
+  def _server_predictions(self, global_weights, update):
     """Hard labels of the public set by the local model ``global - update``, or None."""
     local = tf.nest.map_structure(lambda g, u: g - u, global_weights, update)
     local.assign_weights_to(self.model)
@@ -107,34 +208,48 @@ class FedDS(base.Method):
       return None
     return np.argmax(logits, axis=-1)
 
+  def _predictions(self, results, global_weights) -> list:
+    """Each client's public-set labels, or None for an unreliable client.
+
+    A client the client work zeroed (update weight 0: a non-finite update) or whose
+    public-set logits are non-finite is unreliable.
+    """
+    if self.client_predictions is not None:
+      outputs = self.client_predictions(global_weights, self.public_x,
+                                        [r.update for r in results])
+      return [labels if finite and float(r.update_weight) > 0 else None
+              for (labels, finite), r in zip(outputs, results)]
+    return [self._server_predictions(global_weights, r.update)
+            if float(r.update_weight) > 0 else None for r in results]
+
+  def _reliabilities(self, predictions: list) -> tuple:
+    settings = dict(max_iter=self.params['max_iter'], tol=self.params['tol'])
+    if self.em is not None:
+      return federated_dawid_skene(self.em, predictions, use_prior=self.params['use_prior'],
+                                   **settings)
+    fit = dawid_skene.dawid_skene(np.stack(predictions), self.model.output_shape[-1],
+                                  prior=self.params['use_prior'],
+                                  smoothing=self.params['smoothing'], **settings)
+    return fit.reliability, fit.iterations
+
   def client_weights(self, client_ids, results, global_weights) -> tuple:
     """Aggregation weights of a round's clients and the diagnostics that explain them."""
-    predictions, usable, unreliable = [], [], []
-    for cid, result in zip(client_ids, results):
-      labels = None
-      if float(result.update_weight) > 0:  # 0: the client work found a non-finite update.
-        labels = self._public_predictions(global_weights, result.update)
-      if labels is None:
-        unreliable.append(cid)
-      else:
-        predictions.append(labels)
-        usable.append(cid)
-    diagnostics = {'fedds_unreliable_clients': unreliable}
+    predictions = self._predictions(results, global_weights)
+    usable = [cid for cid, p in zip(client_ids, predictions) if p is not None]
+    diagnostics = {'fedds_unreliable_clients': [
+        cid for cid, p in zip(client_ids, predictions) if p is None]}
     if len(usable) < 2:
       diagnostics['fedds_fallback'] = (
           f'{len(usable)} usable client(s): Dawid-Skene needs 2; weighted by examples')
       return np.array([float(r.update_weight) if cid in usable else 0.0
                        for cid, r in zip(client_ids, results)]), diagnostics
-    fit = dawid_skene.dawid_skene(
-        np.stack(predictions), self.model.output_shape[-1], max_iter=self.params['max_iter'],
-        tol=self.params['tol'], prior=self.params['use_prior'],
-        smoothing=self.params['smoothing'])
-    reliability = dict(zip(usable, fit.reliability))
+    reliability, iterations = self._reliabilities([p for p in predictions if p is not None])
+    reliability = dict(zip(usable, reliability))
     scores = np.array([reliability.get(cid, 0.0) for cid in client_ids])
     if self.params['weight_mode'] == 'reliability_x_n':
       scores = scores * np.array([float(r.update_weight) for r in results])
     diagnostics.update(reliabilities={cid: float(r) for cid, r in reliability.items()},
-                       fedds_em_iterations=fit.iterations)
+                       fedds_em_iterations=iterations)
     return dawid_skene.reliability_weights(scores), diagnostics
 
   def run_round(self, state, datasets):
