@@ -19,6 +19,9 @@ _NA = {
     'activation_round': 25,  # R_c: every client takes part and is scored.
     'nu': 75.0,  # Percentile of the pooled global-model scores used as threshold.
     'temperature': 1.0,  # Energy-score temperature T.
+    'threshold': 'pooled',  # 'pooled': server sees scores; 'private': only histograms.
+    'score_range': [-50.0, 150.0],  # Private variant: histogram range of energy scores.
+    'score_bins': 4000,  # Private variant: histogram bins (tau within one bin width).
 }
 
 _FEDDS = {
@@ -85,6 +88,14 @@ def resolve_params(name: str, params: dict, rounds: int = None) -> dict:
            f"needs a percentile in (0, 100), got {resolved['nu']!r}")
     _check(_is_number(resolved['temperature']) and resolved['temperature'] > 0,
            'temperature', f"needs a number > 0, got {resolved['temperature']!r}")
+    _check(resolved['threshold'] in ('pooled', 'private'), 'threshold',
+           f"needs 'pooled' or 'private', got {resolved['threshold']!r}")
+    low_high = resolved['score_range']
+    _check(isinstance(low_high, (list, tuple)) and len(low_high) == 2
+           and all(_is_number(v) for v in low_high) and low_high[0] < low_high[1],
+           'score_range', f'needs [low, high] with low < high, got {low_high!r}')
+    _check(isinstance(resolved['score_bins'], int) and resolved['score_bins'] >= 2,
+           'score_bins', f"needs an integer >= 2, got {resolved['score_bins']!r}")
     r_c = resolved['activation_round']
     _check(isinstance(r_c, int) and r_c >= 1, 'activation_round',
            f'needs an integer >= 1, got {r_c!r}')

@@ -104,3 +104,15 @@ def test_unloadable_hub_encoder_is_a_clear_error(tmp_path, tmp_cache):
   config = _fedln_config('fedln_nnc', encoder=str(tmp_path / 'missing_encoder'))
   with pytest.raises(hub.EncoderLoadError, match='missing_encoder'):
     driver.run_experiment(config, str(tmp_path / 'x'))
+
+
+def test_private_threshold_estimates_match_pooled_ones(tmp_path, tmp_cache):
+  pooled = driver.run_experiment(
+      _fedln_config('fedln_nafedavg', activation_round=2), str(tmp_path / 'pooled'))
+  private = driver.run_experiment(
+      _fedln_config('fedln_nafedavg', activation_round=2, threshold='private',
+                    score_range=[-20.0, 40.0], score_bins=6000), str(tmp_path / 'private'))
+  a, b = pooled.rounds[1], private.rounds[1]
+  assert b['noise_threshold'] == pytest.approx(a['noise_threshold'], abs=0.01)
+  for cid, estimate in a['noise_estimates'].items():
+    assert b['noise_estimates'][cid] == pytest.approx(estimate, abs=0.01)

@@ -97,7 +97,7 @@ def augment(images, generator: tf.random.Generator, flip: bool) -> tf.Tensor:
 
 def pretrain(images, *, flip: bool, epochs: Optional[int] = None,
              minutes: Optional[float] = None, batch_size: int = 256, width: int = 32,
-             temperature: float = 0.5, learning_rate: float = 1e-3,
+             temperature: float = 0.2, learning_rate: float = 1e-3,
              seed: int = 0) -> tf.keras.Model:
   """SimCLR on unlabelled images [N, H, W, C] in [0, 1]; returns the trained backbone.
 

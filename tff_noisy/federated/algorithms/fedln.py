@@ -9,9 +9,11 @@ global-model scores and a client's noise estimate n_hat is the fraction of its l
 scores below it (Eq. 2). From R_c on the client's update weight is (1 - n_hat) N, which
 reaches aggregation through the per-example ``aggregation_weight`` of its dataset.
 
-Scoring is its own federated computation that returns per-client logits to the driver
-(the spec's TFF mapping): clients train from the same weights on the same data as in
-``process.next``, so the local model scored is the one the round aggregates.
+Estimation is its own federated computation before the round's ``process.next``: clients
+train from the same weights on the same data, so the local model scored is the one the
+round aggregates. ``threshold: pooled`` (the paper) returns per-client logits to the
+server; ``threshold: private`` sends only fixed-bin histograms of the global-model
+scores and the scalar estimates (tau within one bin width of the pooled one).
 """
 
 import os
@@ -25,6 +27,7 @@ from tff_noisy.federated import client_work
 from tff_noisy.federated.algorithms import base
 from tff_noisy.federated.algorithms import fedavg
 from tff_noisy.ops import energy
+from tff_noisy.ops import energy_tf
 from tff_noisy.ops import knn
 from tff_noisy.tff_runtime import import_tff
 
@@ -33,37 +36,44 @@ tff = import_tff()
 NOISE_ESTIMATE = 'noise_estimate'
 
 
+def _logits_before_and_after_training(model_fn, client_optimizer, local_epochs):
+  """TF: (weights, dataset) -> (global-model logits, trained local-model logits) [N, C]."""
+  model = model_fn()
+  train = client_work.build_local_training(model, client_optimizer, None, 0.0, local_epochs)
+
+  @tf.function
+  def logits_of(dataset):
+    collected = tf.TensorArray(tf.float32, size=0, dynamic_size=True, infer_shape=False)
+    for batch in dataset:
+      collected = collected.write(collected.size(), model(batch['x'], training=False))
+    return collected.concat()
+
+  @tf.function
+  def before_and_after(weights, dataset):
+    tf.nest.map_structure(lambda v, t: v.assign(t), client_work.model_weights_of(model),
+                          weights)
+    global_logits = logits_of(dataset)
+    with tf.control_dependencies([global_logits]):
+      train(weights, dataset)
+    return global_logits, logits_of(dataset)
+
+  return before_and_after
+
+
 def build_scoring_computation(model_fn, element_spec, client_optimizer, *, local_epochs: int):
   """``(global weights@SERVER, data@CLIENTS) -> <global_logits, local_logits>@CLIENTS``.
 
   Each client computes logits on all its samples with the received weights, trains
-  exactly as the client work does, and computes logits again with the local model.
+  exactly as the client work does, and computes logits again with the local model. The
+  pooled threshold: the server sees every client's scores.
   """
   weights_type = client_work.weights_type_of(model_fn)
   data_type = tff.SequenceType(tff.types.tensorflow_to_type(element_spec))
 
   @tff.tensorflow.computation(weights_type, data_type)
   def client_logits(weights, dataset):
-    model = model_fn()
-    train = client_work.build_local_training(model, client_optimizer, None, 0.0, local_epochs)
-
-    @tf.function
-    def logits_of(dataset):
-      collected = tf.TensorArray(tf.float32, size=0, dynamic_size=True, infer_shape=False)
-      for batch in dataset:
-        collected = collected.write(collected.size(), model(batch['x'], training=False))
-      return collected.concat()
-
-    @tf.function
-    def before_and_after(weights, dataset):
-      tf.nest.map_structure(lambda v, t: v.assign(t), client_work.model_weights_of(model),
-                            weights)
-      global_logits = logits_of(dataset)
-      with tf.control_dependencies([global_logits]):
-        train(weights, dataset)
-      return global_logits, logits_of(dataset)
-
-    return before_and_after(weights, dataset)
+    return _logits_before_and_after_training(model_fn, client_optimizer, local_epochs)(
+        weights, dataset)
 
   @tff.federated_computation(tff.FederatedType(weights_type, tff.SERVER),
                              tff.FederatedType(data_type, tff.CLIENTS))
@@ -71,6 +81,49 @@ def build_scoring_computation(model_fn, element_spec, client_optimizer, *, local
     return tff.federated_map(client_logits, (tff.federated_broadcast(weights), client_data))
 
   return score
+
+
+def build_private_estimation(model_fn, element_spec, client_optimizer, *, local_epochs: int,
+                             temperature: float, nu: float, score_range, num_bins: int):
+  """``(global weights@SERVER, data@CLIENTS) -> <tau@SERVER, n_hat@CLIENTS>``.
+
+  The private variant: clients send only a fixed-bin histogram of their global-model
+  scores (summed by ``federated_sum``), the server broadcasts tau from the summed
+  histogram and each client returns its scalar estimate.
+  """
+  weights_type = client_work.weights_type_of(model_fn)
+  data_type = tff.SequenceType(tff.types.tensorflow_to_type(element_spec))
+  low, high = (float(v) for v in score_range)
+
+  @tff.tensorflow.computation(weights_type, data_type)
+  def client_scores(weights, dataset):
+    global_logits, local_logits = _logits_before_and_after_training(
+        model_fn, client_optimizer, local_epochs)(weights, dataset)
+    return (energy_tf.energy_score(global_logits, temperature),
+            energy_tf.energy_score(local_logits, temperature))
+
+  scores_type = client_scores.type_signature.result
+
+  @tff.tensorflow.computation(scores_type)
+  def histogram(scores):
+    return energy_tf.score_histogram(scores[0], low, high, num_bins)
+
+  @tff.tensorflow.computation(histogram.type_signature.result)
+  def threshold(counts):
+    return energy_tf.threshold_from_histogram(counts, low, high, nu)
+
+  @tff.tensorflow.computation(scores_type, threshold.type_signature.result)
+  def estimate(scores, tau):
+    return energy_tf.noise_estimate(scores[1], tau)
+
+  @tff.federated_computation(tff.FederatedType(weights_type, tff.SERVER),
+                             tff.FederatedType(data_type, tff.CLIENTS))
+  def private_estimate(weights, client_data):
+    scores = tff.federated_map(client_scores, (tff.federated_broadcast(weights), client_data))
+    tau = tff.federated_map(threshold, tff.federated_sum(tff.federated_map(histogram, scores)))
+    return tau, tff.federated_map(estimate, (scores, tff.federated_broadcast(tau)))
+
+  return private_estimate
 
 
 def build_encoder(params: dict, train_inputs: np.ndarray, seed: int):
@@ -90,11 +143,11 @@ class FedLN(base.Method):
   na = True
   extra_fields = {client_work.AGGREGATION_WEIGHT_KEY: np.float32}
 
-  def __init__(self, process, params, seed, scoring=None):
+  def __init__(self, process, params, seed, estimation=None):
     super().__init__(process)
     self.params = params
     self.seed = seed
-    self.scoring = scoring
+    self.estimation = estimation
 
   @classmethod
   def build(cls, params, model_fn, element_spec, client_optimizer, server_optimizer, *,
@@ -102,11 +155,17 @@ class FedLN(base.Method):
     del rounds
     process = fedavg.build_fedavg_process(model_fn, element_spec, client_optimizer,
                                           server_optimizer, local_epochs=local_epochs)
-    scoring = None
-    if cls.na:
-      scoring = build_scoring_computation(model_fn, element_spec, client_optimizer,
-                                          local_epochs=local_epochs)
-    return cls(process, params, seed, scoring)
+    estimation = None
+    if cls.na and params['threshold'] == 'private':
+      estimation = build_private_estimation(
+          model_fn, element_spec, client_optimizer, local_epochs=local_epochs,
+          temperature=params['temperature'], nu=params['nu'],
+          score_range=params['score_range'], num_bins=params['score_bins'])
+    elif cls.na:
+      estimation = build_scoring_computation(model_fn, element_spec, client_optimizer,
+                                             local_epochs=local_epochs)
+    model_fn()  # Restores Keras' v2 model classes after tracing (see fedavg.py).
+    return cls(process, params, seed, estimation)
 
   def prepare(self, data, store) -> dict:
     if not self.nnc:
@@ -141,15 +200,19 @@ class FedLN(base.Method):
       return {}
     datasets = datasets_fn()
     weights = self.process.get_model_weights(state)
-    logits = self.scoring(weights, list(datasets.values()))
-    temperature = self.params['temperature']
-    global_scores = [energy.energy_score(g, temperature) for g, _ in logits]
-    tau = energy.pooled_threshold(global_scores, self.params['nu'])
-    estimates = {}
-    for cid, (_, local) in zip(datasets, logits):
-      estimates[cid] = energy.noise_estimate(energy.energy_score(local, temperature), tau)
-      store.set(cid, NOISE_ESTIMATE, estimates[cid])
-    return {'noise_threshold': tau, 'noise_estimates': estimates}
+    if self.params['threshold'] == 'private':
+      tau, values = self.estimation(weights, list(datasets.values()))
+    else:
+      logits = self.estimation(weights, list(datasets.values()))
+      temperature = self.params['temperature']
+      tau = energy.pooled_threshold(
+          [energy.energy_score(g, temperature) for g, _ in logits], self.params['nu'])
+      values = [energy.noise_estimate(energy.energy_score(local, temperature), tau)
+                for _, local in logits]
+    estimates = {cid: float(v) for cid, v in zip(datasets, values)}
+    for cid, value in estimates.items():
+      store.set(cid, NOISE_ESTIMATE, value)
+    return {'noise_threshold': float(tau), 'noise_estimates': estimates}
 
 
 class FedLNNNC(FedLN):
