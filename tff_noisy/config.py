@@ -62,7 +62,7 @@ class NoiseConfig:
 @dataclasses.dataclass
 class ModelConfig:
   name: str = 'mlp'  # mlp | small_cnn | cnn9 | resnet20 | audio
-  norm: str = 'group'  # resnet20: group | batch.
+  norm: Optional[str] = None  # resnet20 (default group) and cnn9 (default batch): group | batch.
 
 
 @dataclasses.dataclass
