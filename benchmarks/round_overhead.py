@@ -86,6 +86,7 @@ def main():
       'repeats': args.repeats, 'data': source, 'model': 'small_cnn',
       'keras_epoch_seconds': keras_seconds, 'fedavg_round_seconds': round_seconds,
       'ratio': ratio, 'target': 1.15, 'machine': f'{platform.machine()}, {os.cpu_count()} cores',
+      'load_average_1min': os.getloadavg()[0],
   }
   os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
   with open(RESULTS, 'w') as f:

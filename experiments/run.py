@@ -16,6 +16,8 @@ import sys
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 from tff_noisy import config as config_lib
+from tff_noisy.embeddings.cli import add_embed_command
+from tflite_export import export_run
 
 
 def _load(args) -> config_lib.ExperimentConfig:
@@ -106,11 +108,13 @@ def _cmd_grid(args) -> None:
         values = np.array(scores[(setting, name)])
         mean, std = values.mean(axis=0), values.std(axis=0)
         writer.writerow([setting, name, len(values), mean[0], std[0], mean[1], std[1]])
-        cells.append(f'{100 * mean[0]:.2f} ± {100 * std[0]:.2f}')
+        cells.append(f'{100 * mean[0]:.2f} ± {100 * std[0]:.2f} / '
+                     f'{100 * mean[1]:.2f} ± {100 * std[1]:.2f}')
       lines.append(f'| {setting or "(config)"} | ' + ' | '.join(cells) + ' |')
   table = '\n'.join(lines)
   with open(os.path.join(args.out, 'grid.md'), 'w') as f:
-    f.write(f'Final test accuracy (%), mean ± std over seeds {args.seeds}\n\n{table}\n')
+    f.write(f'Test accuracy (%), final / mean of the last 10 rounds, mean ± std over '
+            f'seeds {args.seeds}\n\n{table}\n')
   print(table)
 
 
@@ -165,6 +169,8 @@ def _parser() -> argparse.ArgumentParser:
   data_sub = data.add_subparsers(dest='data_command', required=True)
   build = with_config(data_sub.add_parser('build', help='build (or load) and describe'))
   build.set_defaults(func=_cmd_data_build)
+  export_run.add_export_command(sub)
+  add_embed_command(sub)
   return parser
 
 
