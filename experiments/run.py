@@ -46,9 +46,14 @@ def _cmd_run(args) -> None:
 
 
 def method_config(config: config_lib.ExperimentConfig, method: str):
-  """``config`` with ``method``; its params are kept only when the method is the same."""
+  """``config`` with ``method``, keeping the config's method params that ``method`` takes.
+
+  So a fedln config's k and R_c also apply to fedln_nnc and fedln_nafedavg.
+  """
+  from tff_noisy import methods  # pylint: disable=g-import-not-at-top
   values = copy.deepcopy(config.to_dict())
-  params = values['method']['params'] if values['method']['name'] == method else {}
+  accepted = methods.METHOD_PARAMS.get(method, {})
+  params = {k: v for k, v in values['method']['params'].items() if k in accepted}
   values['method'] = {'name': method, 'params': params}
   return config_lib.from_dict(values)
 
