@@ -62,8 +62,9 @@ def _cmd_evaluate(args) -> None:
     rows.append((args.encoder, encoder.embed(x)))
   print(f'leave-one-out 10-NN accuracy, {len(x)} {args.dataset} training images '
         f'(seed {args.seed}):')
+  width = max(len(name) for name, _ in rows)
   for name, embeddings in rows:
-    print(f'  {name:<12} {knn.knn_accuracy(embeddings, y, k=10):.4f}')
+    print(f'  {name:<{width}}  {knn.knn_accuracy(embeddings, y, k=10):.4f}')
 
 
 def add_embed_command(subparsers) -> None:

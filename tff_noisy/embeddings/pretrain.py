@@ -99,12 +99,13 @@ def pretrain(images, *, flip: bool, epochs: Optional[int] = None,
              minutes: Optional[float] = None, batch_size: int = 256, width: int = 32,
              temperature: float = 0.2, learning_rate: float = 1e-3,
              seed: int = 0) -> tf.keras.Model:
-  """SimCLR on unlabelled images [N, H, W, C] in [0, 1]; returns the trained backbone.
+  """SimCLR on unlabelled images [N, H, W, C] in [0, 1]; returns the encoder.
 
-  Trains for ``epochs`` passes over the data and/or ``minutes`` of wall time, whichever
-  ends first (one of them is required), with Adam on batches of ``batch_size``
-  (the last partial batch of each epoch is dropped). Seeded; prints epoch, mean loss
-  and seconds to stderr.
+  The encoder is the trained backbone, without the projection head (as the paper
+  recommends), followed by L2 normalisation. Trains for ``epochs`` passes over the data
+  and/or ``minutes`` of wall time, whichever ends first (one of them is required), with
+  Adam on batches of ``batch_size`` (the last partial batch of each epoch is dropped).
+  Seeded; prints epoch, mean loss and seconds to stderr.
   """
   if epochs is None and minutes is None:
     raise ValueError('give epochs and/or minutes')
@@ -144,23 +145,24 @@ def pretrain(images, *, flip: bool, epochs: Optional[int] = None,
     epoch += 1
     print(f'epoch {epoch}: loss {np.mean(losses):.4f} ({len(losses)} steps), '
           f'{time.monotonic() - start:.0f} s', file=sys.stderr, flush=True)
-  return backbone
+  # Neighbours by cosine similarity, the similarity NT-Xent trains.
+  return tf.keras.Sequential([backbone, tf.keras.layers.UnitNormalization()], name='encoder')
 
 
 class _EncoderModule(tf.Module):
-  """A reusable SavedModel: ``__call__`` maps a float32 batch to its representation."""
+  """A reusable SavedModel: ``__call__`` maps a float32 batch to its embedding."""
 
-  def __init__(self, backbone: tf.keras.Model):
+  def __init__(self, encoder: tf.keras.Model):
     super().__init__()
-    self.backbone = backbone
+    self.encoder = encoder
 
   @tf.function
   def __call__(self, x):
-    return self.backbone(x, training=False)
+    return self.encoder(x, training=False)
 
 
 def save_encoder(encoder: tf.keras.Model, path, input_shape) -> str:
-  """Writes the backbone as a SavedModel loadable with ``HubEncoder(path)``."""
+  """Writes the encoder as a SavedModel loadable with ``HubEncoder(path)``."""
   path = os.fspath(path)
   module = _EncoderModule(encoder)
   module.__call__.get_concrete_function(tf.TensorSpec([None, *input_shape], tf.float32))
