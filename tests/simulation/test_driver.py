@@ -76,7 +76,8 @@ def test_resume_after_crash_matches_uninterrupted_run(tmp_path, tmp_cache, monke
 
 
 def test_batchnorm_global_model_evaluates_like_keras(tmp_path, tmp_cache):
-  config = _config(**{'model.name': 'resnet20', 'model.norm': 'batch', 'fl.rounds': 2})
+  config = _config(**{'model.name': 'resnet20', 'model.norm': 'batch', 'fl.rounds': 2,
+                      'data.train_subset': 400, 'data.test_subset': 200})
   results = driver.run_experiment(config, str(tmp_path / 'bn'))
   data = federated_data.build_federated_data(config)
   model = models.build_model('resnet20', data.input_shape, data.num_classes, norm='batch')
