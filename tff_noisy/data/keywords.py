@@ -13,6 +13,10 @@ per word (108 train, 36 test), 1,440 in all.
 
 Clips are float32 in [-1, 1]; ``write`` stores them as 16-bit PCM (like
 Speech Commands) in a compressed .npz, ``read`` returns that PCM.
+
+Audio at another sample rate (espeak-ng speaks at 22,050 Hz, phones record at
+44.1 or 48 kHz) is brought to the models' 16 kHz by ``resample_to_16k``, which
+``read_wav`` applies to every WAV file it reads.
 """
 
 import io
@@ -29,8 +33,10 @@ from concurrent import futures
 import numpy as np
 from scipy import signal
 
+from tff_noisy.data import sources
+
 SAMPLE_RATE = 16000
-CLIP_SAMPLES = SAMPLE_RATE  # 1 s.
+CLIP_SAMPLES = sources.AUDIO_SAMPLES  # 1 s.
 FILENAME = 'keywords-v1.npz'  # Bump the version whenever the output changes.
 WORDS = ('yes', 'no', 'up', 'down', 'left', 'right', 'on', 'off', 'stop', 'go')
 _ACCENTS = ('en', 'en-us', 'en-gb-scotland', 'en-029')

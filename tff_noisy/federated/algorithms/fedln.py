@@ -21,6 +21,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from tff_noisy.data import sources
 from tff_noisy.embeddings import hub as hub_lib
 from tff_noisy.embeddings import pca as pca_lib
 from tff_noisy.federated import client_work
@@ -172,9 +173,8 @@ class FedLN(base.Method):
       return {}
     inputs = np.concatenate([data.x[cid] for cid in data.client_ids])
     encoder = build_encoder(self.params, inputs, self.seed)
-    cache = os.path.join(os.environ.get('TFF_NOISY_CACHE', os.path.expanduser(
-        '~/.cache/tff-noisy')), 'embeddings')
-    embeddings = hub_lib.embed_cached(encoder, inputs, cache, data.config_hash)
+    embeddings = hub_lib.embed_cached(
+        encoder, inputs, os.path.join(sources.cache_root(), 'embeddings'), data.config_hash)
     start = 0
     for index, cid in enumerate(data.client_ids):
       n = len(data.y[cid])
