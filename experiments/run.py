@@ -4,6 +4,8 @@
   tff-noisy compare CONFIG.yaml --methods fedavg,fedprox --out DIR [--set ...]
   tff-noisy grid CONFIG.yaml --methods a,b --setting "k=v,k=v" ... --seeds 0,1 --out DIR
   tff-noisy data build CONFIG.yaml [--set ...]
+  tff-noisy export RUN_DIR --quantize none|float16|dynamic|int8 [--out F] [--verify]
+  tff-noisy embed pretrain|evaluate --dataset NAME ...
 """
 
 import argparse
