@@ -94,6 +94,19 @@ def test_audio_converts_to_builtins_and_matches_keras():
                              atol=1e-4 * np.abs(keras_logits).max())
 
 
+@pytest.mark.parametrize('quantize', ['float16', 'dynamic', 'int8'])
+def test_audio_quantised_exports_use_builtins_and_run(quantize):
+  tf.keras.utils.set_random_seed(0)
+  model = models.build_model('audio', (16000,), 12)
+  rng = np.random.default_rng(1)
+  waves = (0.1 * rng.standard_normal((8, 16000))).astype(np.float32)
+  tflite_bytes = convert.convert_keras(model, quantize, representative_data=waves,
+                                       representative_size=8)
+  assert not convert.has_flex_ops(tflite_bytes)
+  logits = verify.run_tflite(tflite_bytes, waves[:2])
+  assert logits.shape == (2, 12) and np.all(np.isfinite(logits))
+
+
 def test_flex_ops_are_refused_and_detected():
   inputs = tf.keras.Input((3, 3))
   model = tf.keras.Model(inputs, tf.linalg.inv(inputs))
