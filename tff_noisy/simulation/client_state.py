@@ -4,7 +4,6 @@ Methods keep corrected labels, noise estimates, transition matrices and flags he
 keyed by client id; the store is saved with every checkpoint.
 """
 
-import json
 from typing import Any, Dict
 
 import numpy as np
@@ -22,12 +21,6 @@ class ClientStateStore:
   def set(self, client_id: str, name: str, value: Any) -> None:
     self._state.setdefault(client_id, {})[name] = value
 
-  def client_ids(self):
-    return sorted(self._state)
-
-  def __len__(self):
-    return len(self._state)
-
   def to_arrays(self) -> Dict[str, np.ndarray]:
     """Flattens the store to ``{'client/name': array}`` (for ``np.savez``)."""
     return {f'{cid}/{name}': np.asarray(value)
@@ -41,6 +34,3 @@ class ClientStateStore:
       value = np.asarray(arrays[key])
       store.set(cid, name, value.item() if value.ndim == 0 else value)
     return store
-
-  def summary(self) -> str:
-    return json.dumps({cid: sorted(v) for cid, v in self._state.items()})
