@@ -60,11 +60,16 @@ def method_config(config: config_lib.ExperimentConfig, method: str):
   return config_lib.from_dict(values)
 
 
-def _cmd_compare(args) -> None:
-  config = _load(args)
-  names = [m.strip() for m in args.methods.split(',') if m.strip()]
+def _method_names(methods: str) -> list:
+  names = [m.strip() for m in methods.split(',') if m.strip()]
   if not names:
     raise config_lib.ConfigError('--methods: give at least one method, e.g. fedavg,fedprox')
+  return names
+
+
+def _cmd_compare(args) -> None:
+  config = _load(args)
+  names = _method_names(args.methods)
   configs = {name: method_config(config, name) for name in names}  # Validate all first.
   rows, curves = [], {}
   for name, method_cfg in configs.items():
@@ -87,7 +92,7 @@ def _cmd_compare(args) -> None:
 def _cmd_grid(args) -> None:
   """Every method x setting x seed on identical data per (setting, seed); a mean table."""
   import numpy as np  # pylint: disable=g-import-not-at-top
-  names = [m.strip() for m in args.methods.split(',') if m.strip()]
+  names = _method_names(args.methods)
   seeds = [int(s) for s in args.seeds.split(',')]
   settings = args.setting or ['']
   runs = []  # (setting, method, seed, config) -- all validated before the first run.

@@ -65,7 +65,7 @@ def _method(run_config):
                              model_fn, spec, sgd, sgd, local_epochs=1, seed=0, rounds=1)
   method.prepare(data, None)
   weights = tff.learning.models.ModelWeights(
-      trainable=[w.numpy() for w in method.model.trainable_weights], non_trainable=[])
+      trainable=[w.numpy() for w in model_fn().trainable_weights], non_trainable=[])
   return method, weights
 
 

@@ -34,6 +34,16 @@ def model_weights_of(model: tf.keras.Model):
       non_trainable=list(model.non_trainable_variables))
 
 
+def restore_eager_model_classes(model_fn: Callable[[], tf.keras.Model]) -> None:
+  """Builds one model eagerly, after TFF has traced models in a graph.
+
+  Keras 2 rebases a model class onto its v1 variant when one is built in a graph (as TFF
+  tracing does), which breaks eager models of that class the caller already holds;
+  building one eagerly rebases it back. Call after building TFF computations.
+  """
+  model_fn()
+
+
 def weights_type_of(model_fn: Callable[[], tf.keras.Model]):
   with tf.Graph().as_default():
     weights = model_weights_of(model_fn())

@@ -23,6 +23,7 @@ from tff_noisy import methods
 from tff_noisy.config import ConfigError, ExperimentConfig
 from tff_noisy.data import federated as federated_data
 from tff_noisy.federated import algorithms
+from tff_noisy.federated import client_work
 from tff_noisy.federated.client_work import AGGREGATION_WEIGHT_KEY
 from tff_noisy.ops import knn
 from tff_noisy.simulation import checkpoint
@@ -86,10 +87,9 @@ def _optimizers(config: ExperimentConfig):
   return client, tff.learning.optimizers.build_sgdm(fl.server_lr)
 
 
-def _keras_weights(tff, model: tf.keras.Model):
-  return tff.learning.models.ModelWeights(
-      trainable=[v.numpy() for v in model.trainable_variables],
-      non_trainable=[v.numpy() for v in model.non_trainable_variables])
+def _keras_weights(model: tf.keras.Model):
+  """The model's current weights as ``ModelWeights`` of NumPy arrays."""
+  return tf.nest.map_structure(lambda v: v.numpy(), client_work.model_weights_of(model))
 
 
 def _label_correction_report(data, store) -> dict:
@@ -133,7 +133,6 @@ def run_experiment(config: ExperimentConfig, out_dir: str, *, resume: bool = Fal
   params = methods.validate(config)
   data = federated_data.build_federated_data(config)
   model_fn = make_model_fn(config, data.input_shape, data.num_classes)
-  tff = import_tff()
 
   fl = config.fl
   ids = list(data.client_ids)
@@ -152,7 +151,7 @@ def run_experiment(config: ExperimentConfig, out_dir: str, *, resume: bool = Fal
 
   tf.keras.utils.set_random_seed(config.seed)
   eval_model = model_fn()
-  state = process.set_model_weights(process.initialize(), _keras_weights(tff, eval_model))
+  state = process.set_model_weights(process.initialize(), _keras_weights(eval_model))
   store = ClientStateStore()
   history = []
   start = 1

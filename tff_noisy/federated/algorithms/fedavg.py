@@ -55,9 +55,7 @@ def build_fedavg_process(
       model_aggregator.create(weights_type, tff.TensorType(np.float32)),
       finalizer_lib.build_model_finalizer(weights_type, server_optimizer),
   )
-  # Keras 2 rebases a model class onto its v1 variant when one is built in a graph (as
-  # TFF tracing does); building one eagerly restores it for the caller's models.
-  model_fn()
+  client_work_lib.restore_eager_model_classes(model_fn)
   return process
 
 

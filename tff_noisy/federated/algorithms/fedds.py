@@ -1,15 +1,15 @@
 """FedDS (Dong et al. 2026): Dawid-Skene client reliabilities as aggregation weights.
 
-A round is split in two federated computations, the spec's TFF mapping
-(specs/fedds.md §3): ``train`` broadcasts the global model and returns each client's
-update to the server; the server rebuilds each local model, labels the unlabelled public
-split with it (hard argmax, Eq. 4), fits Dawid-Skene over the clients as annotators
-(``ops.dawid_skene``) and ``aggregate`` takes the weighted mean of the updates with
-w_j = r_j / sum r (Eq. 8, r_j the mean diagonal of client j's confusion matrix) and
-applies the finalizer. Local training is unchanged (FedAvg, or FedProx for
-``fedds_fedprox``). What the server sees: every participating client's model (as in
-FedAvg without secure aggregation) and the predictions it computes from them; the
-clients never see the public set.
+A round is split in federated computations, the spec's TFF mapping (specs/fedds.md §3):
+``train`` broadcasts the global model and returns each client's update to the server;
+``client_predictions`` labels the unlabelled public split with each local model (hard
+argmax, Eq. 4); Dawid-Skene is fitted over the clients as annotators and ``aggregate``
+takes the weighted mean of the updates with w_j = r_j / sum r (Eq. 8, r_j the mean
+diagonal of client j's confusion matrix) and applies the finalizer. Local training is
+unchanged (FedAvg, or FedProx for ``fedds_fedprox``). With ``em: central`` the
+predictions come to the server, which fits ``ops.dawid_skene`` (the server holds every
+participating client's model anyway, as in FedAvg without secure aggregation); with
+``em: federated`` they stay at the clients and the server sees only summed EM terms.
 
 Fewer than 2 usable clients: the round falls back to the base weighting (number of
 examples) and says so in ``fedds_fallback``. A client whose update or public-set logits
@@ -29,9 +29,6 @@ from tff_noisy.ops import dawid_skene_tf as ds_tf
 from tff_noisy.tff_runtime import import_tff
 
 tff = import_tff()
-
-_PREDICT_BATCH = 1024
-
 
 def build_fedds_computations(model_fn, element_spec, client_optimizer, server_optimizer, *,
                              local_epochs: int, proximal_strength: float = 0.0):
@@ -167,11 +164,11 @@ class FedDS(base.Method):
     self.train = train
     self.aggregate = aggregate
     self.model_fn = model_fn
-    self.model = model_fn()
     self.params = params
     self.public_x = None
-    self.client_predictions = None  # Federated EM: clients label the public set.
-    self.em = None
+    self.num_classes = None
+    self.client_predictions = None
+    self.em = None  # Federated EM computations (em: federated).
 
   @classmethod
   def build(cls, params, model_fn, element_spec, client_optimizer, server_optimizer, *,
@@ -184,6 +181,7 @@ class FedDS(base.Method):
     train, aggregate = build_fedds_computations(
         model_fn, element_spec, client_optimizer, server_optimizer,
         local_epochs=local_epochs, proximal_strength=mu)
+    client_work.restore_eager_model_classes(model_fn)
     return cls(process, train, aggregate, model_fn, params)
 
   def prepare(self, data, store) -> dict:
@@ -192,21 +190,13 @@ class FedDS(base.Method):
       raise ValueError('FedDS needs an unlabelled public split: set data.public_fraction '
                        '> 0 (the paper uses 0.1)')
     self.public_x = data.x_public.astype(np.float32)
+    self.num_classes = data.num_classes
+    self.client_predictions = build_client_predictions(self.model_fn, data.input_shape)
     if self.params['em'] == 'federated':
-      self.client_predictions = build_client_predictions(self.model_fn, data.input_shape)
       self.em = build_federated_em(data.num_classes, len(data.x_public),
                                    self.params['smoothing'])
-      self.model_fn()  # Restores Keras' v2 model classes after tracing (see fedavg.py).
+    client_work.restore_eager_model_classes(self.model_fn)
     return {'fedds_public_size': int(len(data.x_public)), 'fedds_em': self.params['em']}
-
-  def _server_predictions(self, global_weights, update):
-    """Hard labels of the public set by the local model ``global - update``, or None."""
-    local = tf.nest.map_structure(lambda g, u: g - u, global_weights, update)
-    local.assign_weights_to(self.model)
-    logits = self.model.predict(self.public_x, batch_size=_PREDICT_BATCH, verbose=0)
-    if not np.all(np.isfinite(logits)):
-      return None
-    return np.argmax(logits, axis=-1)
 
   def _predictions(self, results, global_weights) -> list:
     """Each client's public-set labels, or None for an unreliable client.
@@ -214,20 +204,17 @@ class FedDS(base.Method):
     A client the client work zeroed (update weight 0: a non-finite update) or whose
     public-set logits are non-finite is unreliable.
     """
-    if self.client_predictions is not None:
-      outputs = self.client_predictions(global_weights, self.public_x,
-                                        [r.update for r in results])
-      return [labels if finite and float(r.update_weight) > 0 else None
-              for (labels, finite), r in zip(outputs, results)]
-    return [self._server_predictions(global_weights, r.update)
-            if float(r.update_weight) > 0 else None for r in results]
+    outputs = self.client_predictions(global_weights, self.public_x,
+                                      [r.update for r in results])
+    return [labels if finite and float(r.update_weight) > 0 else None
+            for (labels, finite), r in zip(outputs, results)]
 
   def _reliabilities(self, predictions: list) -> tuple:
     settings = dict(max_iter=self.params['max_iter'], tol=self.params['tol'])
     if self.em is not None:
       return federated_dawid_skene(self.em, predictions, use_prior=self.params['use_prior'],
                                    **settings)
-    fit = dawid_skene.dawid_skene(np.stack(predictions), self.model.output_shape[-1],
+    fit = dawid_skene.dawid_skene(np.stack(predictions), self.num_classes,
                                   prior=self.params['use_prior'],
                                   smoothing=self.params['smoothing'], **settings)
     return fit.reliability, fit.iterations

@@ -165,7 +165,7 @@ class FedLN(base.Method):
     elif cls.na:
       estimation = build_scoring_computation(model_fn, element_spec, client_optimizer,
                                              local_epochs=local_epochs)
-    model_fn()  # Restores Keras' v2 model classes after tracing (see fedavg.py).
+    client_work.restore_eager_model_classes(model_fn)
     return cls(process, params, seed, estimation)
 
   def prepare(self, data, store) -> dict:
