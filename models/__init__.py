@@ -14,12 +14,14 @@ from models import audio
 from models import cnn9
 from models import layers
 from models import mlp
+from models import mnist_cnn
 from models import resnet20
 from models import small_cnn
 
 _MODULES = {
     'mlp': mlp,
     'small_cnn': small_cnn,
+    'mnist_cnn': mnist_cnn,
     'cnn9': cnn9,
     'resnet20': resnet20,
     'audio': audio,
@@ -64,6 +66,8 @@ def check_model_fits(name: str, input_shape: tuple, num_classes: int,
                      f'options: {", ".join(_options(name)) or "none"}')
   if 'norm' in options:
     layers.check_norm(options['norm'])
+  if 'width' in options:
+    mlp.check_width(options['width'])
 
 
 def build_model(name: str, input_shape: tuple, num_classes: int,

@@ -10,10 +10,16 @@ def fits(input_shape: tuple) -> bool:
   return True
 
 
-def build(input_shape: tuple, num_classes: int) -> tf.keras.Model:
-  """Flatten -> Dense(128, relu) -> Dense(num_classes) logits."""
+def check_width(width) -> None:
+  if isinstance(width, bool) or not isinstance(width, int) or width < 1:
+    raise ValueError(f'width must be a positive integer, got {width!r}')
+
+
+def build(input_shape: tuple, num_classes: int, *, width: int = 128) -> tf.keras.Model:
+  """Flatten -> Dense(width, relu) -> Dense(num_classes) logits."""
+  check_width(width)
   inputs = tf.keras.Input(shape=input_shape)
   x = tf.keras.layers.Flatten()(inputs)
-  x = tf.keras.layers.Dense(128, activation='relu')(x)
+  x = tf.keras.layers.Dense(width, activation='relu')(x)
   logits = tf.keras.layers.Dense(num_classes)(x)
   return tf.keras.Model(inputs, logits, name='mlp')

@@ -61,8 +61,14 @@ class NoiseConfig:
 
 @dataclasses.dataclass
 class ModelConfig:
-  name: str = 'mlp'  # mlp | small_cnn | cnn9 | resnet20 | audio
+  name: str = 'mlp'  # mlp | small_cnn | mnist_cnn | cnn9 | resnet20 | audio
   norm: Optional[str] = None  # resnet20 (default group) and cnn9 (default batch): group | batch.
+  width: Optional[int] = None  # mlp hidden units (default 128).
+
+  def options(self) -> dict:
+    """The model builder's keyword options that the config sets."""
+    return {name: value for name, value in (('norm', self.norm), ('width', self.width))
+            if value is not None}
 
 
 @dataclasses.dataclass
@@ -215,6 +221,8 @@ def _require(condition: bool, field: str, message: str):
 
 def validate(config: ExperimentConfig) -> None:
   """Checks values that need no data; the data layer checks the rest before building."""
+  if config.model.width is not None:
+    _require(config.model.width >= 1, 'model.width', f'must be >= 1, got {config.model.width}')
   fl = config.fl
   _require(fl.rounds >= 1, 'fl.rounds', f'must be >= 1, got {fl.rounds}')
   _require(0.0 < fl.participation <= 1.0, 'fl.participation',

@@ -16,6 +16,9 @@ from models import resnet20
     ('small_cnn', (28, 28, 1), {},
      320 + 18_496 + 14 * 14 * 64 * 128 + 128 + 1_290),
     ('small_cnn', (8, 8, 1), {}, 320 + 18_496 + 4 * 4 * 64 * 128 + 128 + 1_290),
+    ('mlp', (28, 28, 1), {'width': 1024}, 784 * 1024 + 1024 + 1024 * 10 + 10),
+    # The FedDS paper's MNIST CNN: 260 + 5,020 + 16,050 + 510.
+    ('mnist_cnn', (28, 28, 1), {}, 21_840),
     # Co-teaching's CNN has about 4.4M parameters.
     ('cnn9', (28, 28, 1), {}, (4.3e6, 4.5e6)),
     ('cnn9', (32, 32, 3), {'norm': 'group'}, (4.3e6, 4.5e6)),
@@ -38,7 +41,7 @@ def test_builds_logits_for_intended_shape(name, input_shape, options, params):
 
 
 def test_model_names():
-  assert models.MODEL_NAMES == ('mlp', 'small_cnn', 'cnn9', 'resnet20', 'audio')
+  assert models.MODEL_NAMES == ('mlp', 'small_cnn', 'mnist_cnn', 'cnn9', 'resnet20', 'audio')
 
 
 def test_resnet20_norms():
@@ -107,6 +110,7 @@ def test_clone_model_round_trips_custom_layers(name, input_shape):
 
 @pytest.mark.parametrize('name, input_shape, needs', [
     ('small_cnn', (16000,), 'at least 2x2'),
+    ('mnist_cnn', (8, 8, 1), 'at least 16x16'),
     ('cnn9', (8, 8, 1), 'at least 28x28'),
     ('resnet20', (4, 4, 1), 'at least 8x8'),
     ('resnet20', (16000,), 'at least 8x8'),
@@ -121,13 +125,16 @@ def test_shape_that_does_not_fit(name, input_shape, needs):
 
 
 @pytest.mark.parametrize('args, options, match', [
-    (('lenet', (28, 28, 1), 10), {}, 'unknown model .*mlp, small_cnn, cnn9'),
+    (('lenet', (28, 28, 1), 10), {}, 'unknown model .*mlp, small_cnn, mnist_cnn, cnn9'),
     (('mlp', (), 10), {}, 'input_shape'),
     (('mlp', (8, 0), 10), {}, 'input_shape'),
     (('mlp', 'abc', 10), {}, 'input_shape'),
     (('mlp', (8, 8), 1), {}, 'num_classes'),
     (('mlp', (8, 8), 2.0), {}, 'num_classes'),
     (('mlp', (8, 8), 10), {'norm': 'group'}, "'mlp' has no option norm"),
+    (('mlp', (8, 8), 10), {'width': 0}, 'width must be a positive integer, got 0'),
+    (('mlp', (8, 8), 10), {'width': 1.5}, 'width must be a positive integer'),
+    (('small_cnn', (8, 8, 1), 10), {'width': 64}, "'small_cnn' has no option width"),
     (('resnet20', (8, 8, 1), 10), {'depth': 20}, 'options: norm'),
     (('resnet20', (8, 8, 1), 10), {'norm': 'layer'}, "one of .*'group'"),
 ])

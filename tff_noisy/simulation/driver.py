@@ -68,7 +68,7 @@ def evaluate(model: tf.keras.Model, x: np.ndarray, y: np.ndarray) -> dict:
 
 def make_model_fn(config: ExperimentConfig, input_shape, num_classes) -> Callable:
   """Checks the model fits the data (a ConfigError if not) and returns its builder."""
-  options = {'norm': config.model.norm} if config.model.norm else {}
+  options = config.model.options()
   try:
     models.check_model_fits(config.model.name, tuple(input_shape), num_classes, **options)
   except ValueError as e:
