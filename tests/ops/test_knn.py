@@ -18,11 +18,12 @@ def _sklearn_neighbors(x, k, include_self):
   return neighbors if include_self else neighbors[:, 1:]  # Column 0 is the sample itself.
 
 
+@pytest.mark.parametrize('block_size', [16, 128, 4096])  # < k = 40, > k, one block.
 @pytest.mark.parametrize('include_self', [True, False])
 @pytest.mark.parametrize('k', [1, 7, 40])
-def test_neighbors_equal_sklearn_brute_force(include_self, k):
+def test_neighbors_equal_sklearn_brute_force(include_self, k, block_size):
   x, _ = _data()
-  ours = knn.nearest_neighbors(x, k, include_self=include_self, block_size=128)
+  ours = knn.nearest_neighbors(x, k, include_self=include_self, block_size=block_size)
   assert ours.shape == (len(x), k)
   np.testing.assert_array_equal(ours, _sklearn_neighbors(x, k, include_self))  # Nearest first.
 

@@ -3,56 +3,100 @@
 Each sample's label becomes the majority label of its k nearest neighbours (Euclidean,
 raw embeddings) among the same client's samples (specs/fedln.md §2).
 
-The search is exact and blocked. TensorFlow computes a block of squared distances
-||b||^2 - 2 a.b (the per-query ||a||^2 does not change the ranking) because its matrix
-product is several times faster than NumPy's BLAS on this stack. The k smallest per
-row are then found without a full selection over N columns: the columns are cut into
-groups of up to 32; the k-th smallest group minimum bounds the k-th smallest distance
-from above, so only the k groups with the smallest minima can hold a neighbour.
+The search is exact and blocked, and computes each distance once. Distances are
+symmetric, so the product of one block pair (I, J), I <= J, serves the rows of block I
+(columns J) and, transposed, the rows of block J (columns I): half the N x N products.
+TensorFlow computes the products because its matrix product is several times faster
+than NumPy's BLAS on this stack. Each sample x is extended to [x, n, 1] and
+[-2x, 1, n], with n = ||x||^2 minus its mean over the samples, so that one product is
+the symmetric ||a - b||^2 - 2 mean ||x||^2: the constant shift changes no ranking and
+keeps the values small, so they round finely.
+
+Each row keeps its k nearest columns so far, whose largest distance bounds its k-th
+neighbour's from above: only distances at or below the bound can enter. After a row's
+first blocks these are few, so a block costs a comparison and a sparse extraction
+rather than a selection over its columns. The diagonal blocks come first; before a row
+has k candidates, its bound is the k-th smallest minimum of k or more disjoint groups
+of its columns (each minimum is a distinct distance). A row's nearest are complex keys
+distance + 1j * column, so one partition moves both, and equal distances rank by
+column. Two threads share this selection (NumPy releases the GIL in its loops): the
+rows of I and those of J, or the two halves of a diagonal block's rows.
 """
+
+import concurrent.futures
 
 import numpy as np
 import tensorflow as tf
 
 from tff_noisy.ops import common
 
-_MAX_GROUP = 32
+_MAX_GROUP = 8  # Columns per group for the first bound; more: fewer minima, looser bound.
 
 
-@tf.function(reduce_retracing=True)
-def _distance_block(queries, database, squared_norms, group):
-  """||b||^2 - 2 a.b as [B, N' / group, group], and its minimum over each group."""
-  distances = squared_norms[None, :] - 2.0 * tf.matmul(queries, database, transpose_b=True)
-  distances = tf.reshape(distances, [tf.shape(queries)[0], -1, group])
-  return distances, tf.reduce_min(distances, axis=-1)
+def _augmented_blocks(embeddings: np.ndarray, block_size: int) -> list:
+  """Per block of rows, the tensors [x, n, 1] and [-2x, 1, n] (see the module doc)."""
+  norms = np.einsum('ij,ij->i', embeddings, embeddings, dtype=np.float64)
+  norms = (norms - norms.mean()).astype(embeddings.dtype)[:, None]
+  ones = np.ones_like(norms)
+  blocks = []
+  for start in range(0, embeddings.shape[0], block_size):
+    x, n, one = (array[start:start + block_size] for array in (embeddings, norms, ones))
+    blocks.append((tf.constant(np.hstack([x, n, one])),
+                   tf.constant(np.hstack([-2 * x, one, n]))))
+  return blocks
 
 
-@tf.function(reduce_retracing=True)
-def _gather_groups(grouped_distances, groups):
-  return tf.gather(grouped_distances, groups, batch_dims=1)
+def _first_bound(distances: np.ndarray, k: int) -> np.ndarray:
+  """Per row, the k-th smallest of group minima over the columns (inf if < k columns)."""
+  num_rows, num_columns = distances.shape
+  group = min(_MAX_GROUP, num_columns // k)
+  if not group:
+    return np.full(num_rows, np.inf, distances.dtype)
+  used = num_columns // group * group
+  minima = distances[:, :used].reshape(num_rows, group, used // group).min(axis=1)
+  return np.partition(minima, k - 1, axis=1)[:, k - 1]
 
 
-def _k_smallest(grouped_distances: tf.Tensor, group_min: np.ndarray, k: int) -> np.ndarray:
-  """Column indices of the k smallest distances of each row, nearest first.
+def _merge(nearest: np.ndarray, rows: np.ndarray, keys: np.ndarray) -> np.ndarray:
+  """Merges keys of ``rows`` (grouped) into the k per row of ``nearest``, in place.
 
-  Only the k groups with the smallest minima leave TensorFlow (the whole block is a
-  large copy).
+  Returns each row's new k-th smallest distance.
   """
-  num_rows, _, group = grouped_distances.shape
-  rows = np.arange(num_rows)[:, None]
-  groups = np.argpartition(group_min, k - 1, axis=1)[:, :k]
-  bound = group_min[rows, groups].max(axis=1)  # >= the k-th smallest distance.
-  candidates = _gather_groups(grouped_distances, groups).numpy().reshape(num_rows, -1)
-  hit_rows, hit_positions = np.nonzero(candidates <= bound[:, None])  # >= k per row.
-  counts = np.bincount(hit_rows, minlength=num_rows)
-  slots = np.arange(hit_rows.size) - (np.cumsum(counts) - counts)[hit_rows]
-  values = np.full((num_rows, counts.max()), np.inf, dtype=candidates.dtype)
-  values[hit_rows, slots] = candidates[hit_rows, hit_positions]
-  columns = np.zeros(values.shape, dtype=np.int64)
-  columns[hit_rows, slots] = (groups[hit_rows, hit_positions // group] * group
-                              + hit_positions % group)
-  order = np.argsort(values, axis=1, kind='stable')[:, :k]
-  return np.take_along_axis(columns, order, axis=1)
+  num_rows, k = nearest.shape
+  counts = np.bincount(rows, minlength=num_rows)
+  slots = np.arange(k, k + rows.size) - (np.cumsum(counts) - counts)[rows]
+  merged = np.full((num_rows, k + counts.max(initial=0)), np.inf, nearest.dtype)
+  merged[:, :k] = nearest
+  merged[rows, slots] = keys
+  nearest[:] = np.partition(merged, k - 1, axis=1)[:, :k]
+  return nearest[:, k - 1].real
+
+
+def _update(distances: np.ndarray, nearest: np.ndarray, bound: np.ndarray, offset: int,
+            transposed: bool, scratch: np.ndarray) -> None:
+  """Merges each row's distances at or below its bound into its nearest, in place.
+
+  The rows are those of ``distances``, whose columns start at ``offset``, or with
+  ``transposed`` its columns. ``bound`` is lowered to the new k-th smallest distances.
+  ``scratch`` is a bool buffer of at least ``distances.size``.
+  """
+  mask = scratch[:distances.size].reshape(distances.shape)
+  np.less_equal(distances, bound[None, :] if transposed else bound[:, None], out=mask)
+  found = np.flatnonzero(mask)  # Fast on sparse bool arrays; 2-D np.nonzero is not.
+  rows, columns = np.divmod(found, distances.shape[1])
+  if transposed:
+    # Grouped by the new rows. A stable sort of 16-bit keys is a linear radix sort.
+    order = np.argsort(columns.astype(np.min_scalar_type(distances.shape[1])),
+                       kind='stable')
+    found, rows, columns = found[order], columns[order], rows[order]
+  bound[:] = _merge(nearest, rows, distances.reshape(-1)[found] + 1j * (columns + offset))
+
+
+def _first_update(distances: np.ndarray, nearest: np.ndarray, bound: np.ndarray,
+                  offset: int, scratch: np.ndarray) -> None:
+  """:func:`_update` for rows with no nearest yet, bounded by :func:`_first_bound`."""
+  bound[:] = _first_bound(distances, nearest.shape[1])
+  _update(distances, nearest, bound, offset, False, scratch)
 
 
 def _check_embeddings(embeddings) -> np.ndarray:
@@ -64,7 +108,7 @@ def _check_embeddings(embeddings) -> np.ndarray:
 
 
 def nearest_neighbors(embeddings, k: int, include_self: bool = True,
-                      block_size: int = 512) -> np.ndarray:
+                      block_size: int = 4096) -> np.ndarray:
   """Indices [N, k'] of each sample's k nearest samples (Euclidean), nearest first.
 
   Exact; float64 embeddings are searched in float64, all others in float32.
@@ -85,21 +129,34 @@ def nearest_neighbors(embeddings, k: int, include_self: bool = True,
   # Without the sample itself: search one more, then drop the sample (or the farthest
   # one, if near-duplicates rank ahead of it).
   search_k = k if include_self else k + 1
-  group = max(1, min(_MAX_GROUP, num_samples // search_k))
-  padded = -(-num_samples // group) * group
-  database = np.zeros((padded, embeddings.shape[1]), dtype=embeddings.dtype)
-  database[:num_samples] = embeddings
-  squared_norms = np.full(padded, np.inf, dtype=embeddings.dtype)  # Pads are never near.
-  squared_norms[:num_samples] = np.square(embeddings, dtype=np.float64).sum(axis=1)
-  database = tf.constant(database)
-  squared_norms = tf.constant(squared_norms)
-  blocks = []
-  for start in range(0, num_samples, block_size):
-    grouped_distances, group_min = _distance_block(
-        database[start:min(start + block_size, num_samples)], database, squared_norms,
-        tf.constant(group))
-    blocks.append(_k_smallest(grouped_distances, group_min.numpy(), search_k))
-  neighbors = np.concatenate(blocks)
+  blocks = _augmented_blocks(embeddings, block_size)
+  starts = range(0, num_samples, block_size)
+  # complex64 holds the float32 distances, and column indices exactly below 2**24.
+  key_type = (np.complex64 if embeddings.dtype == np.float32 and num_samples <= 2**24
+              else np.complex128)
+  nearest = np.full((num_samples, search_k), np.inf, key_type)
+  bound = np.empty(num_samples, embeddings.dtype)
+  scratch = np.empty((2, min(block_size, num_samples) ** 2), dtype=bool)
+  pairs = ([(i, i) for i in range(len(starts))]
+           + [(i, j) for i in range(len(starts)) for j in range(i + 1, len(starts))])
+  # Diagonal blocks first: they give each row its first candidates and bound.
+  with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+    for i, j in pairs:
+      rows = slice(starts[i], starts[i] + block_size)
+      columns = slice(starts[j], starts[j] + block_size)
+      # np.asarray shares the product's memory; Tensor.numpy() would copy it.
+      distances = np.asarray(tf.matmul(blocks[i][0], blocks[j][1], transpose_b=True))
+      if i == j:
+        halves = slice(0, distances.shape[0] // 2), slice(distances.shape[0] // 2, None)
+        jobs = [(_first_update, distances[half], nearest[rows][half], bound[rows][half],
+                 starts[j]) for half in halves]
+      else:
+        jobs = [(_update, distances, nearest[rows], bound[rows], starts[j], False),
+                (_update, distances, nearest[columns], bound[columns], starts[i], True)]
+      # The two jobs update different rows, so they run in parallel.
+      for running in [pool.submit(*job, buffer) for job, buffer in zip(jobs, scratch)]:
+        running.result()
+  neighbors = np.sort(nearest, axis=1).imag.astype(np.int64)
   if include_self:
     return neighbors
   keep = neighbors != np.arange(num_samples)[:, None]
