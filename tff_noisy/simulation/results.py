@@ -12,6 +12,8 @@
   last10_accuracy  mean test accuracy of the last 10 evaluated rounds
   client_noise_rates  true per-client noise rate (simulation truth, evaluation only)
   extra            method diagnostics (e.g. noise estimates and their correlation)
+Undefined values (NaN, e.g. a correlation of constant estimates) are written as null, so
+the file is strict JSON.
 """
 
 import csv
@@ -65,11 +67,22 @@ def write(out_dir: str, results: Results) -> None:
   """Writes results.json and metrics.csv into ``out_dir``."""
   os.makedirs(out_dir, exist_ok=True)
   with open(os.path.join(out_dir, RESULTS_FILE), 'w') as f:
-    json.dump(results.to_dict(), f, indent=1)
+    json.dump(_finite_or_none(results.to_dict()), f, indent=1, allow_nan=False)
   with open(os.path.join(out_dir, METRICS_FILE), 'w', newline='') as f:
     writer = csv.DictWriter(f, fieldnames=_CSV_FIELDS, extrasaction='ignore')
     writer.writeheader()
     writer.writerows(results.rounds)
+
+
+def _finite_or_none(value):
+  """``value`` with every non-finite float (NaN, +-inf) in it replaced by None."""
+  if isinstance(value, dict):
+    return {key: _finite_or_none(item) for key, item in value.items()}
+  if isinstance(value, (list, tuple)):
+    return [_finite_or_none(item) for item in value]
+  if isinstance(value, float) and not np.isfinite(value):
+    return None
+  return value
 
 
 def load(out_dir: str) -> Dict[str, Any]:
