@@ -12,6 +12,7 @@ _NNC = {
     'k': 100,  # Neighbours in the vote, the sample itself included (clipped to the client).
     'encoder': 'pca',  # 'pca' (label-free, offline) or a TF-Hub handle / SavedModel dir.
     'pca_components': 50,
+    'pca_sqrt': False,  # PCA of square-rooted inputs (Hellinger distance); inputs >= 0.
     'encoder_input_size': None,  # [height, width] a hub encoder expects (None: as is).
     'encoder_channels': None,  # Channels a hub encoder expects (grayscale is tiled).
 }
@@ -83,6 +84,8 @@ def resolve_params(name: str, params: dict, rounds: int = None) -> dict:
            "needs 'pca' or a TF-Hub handle / SavedModel directory")
     _check(isinstance(resolved['pca_components'], int) and resolved['pca_components'] >= 1,
            'pca_components', f"needs an integer >= 1, got {resolved['pca_components']!r}")
+    _check(isinstance(resolved['pca_sqrt'], bool), 'pca_sqrt',
+           f"needs true or false, got {resolved['pca_sqrt']!r}")
   if 'nu' in resolved:
     _check(_is_number(resolved['nu']) and 0 < resolved['nu'] < 100, 'nu',
            f"needs a percentile in (0, 100), got {resolved['nu']!r}")

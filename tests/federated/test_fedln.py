@@ -93,10 +93,17 @@ def test_nnc_only_run_has_no_estimation_round(tmp_path, tmp_cache):
     ({'nu': 100}, 'method.params.nu'),
     ({'activation_round': 9}, 'beyond the last round'),
     ({'temperature': 0}, 'method.params.temperature'),
+    ({'pca_sqrt': 'yes'}, 'method.params.pca_sqrt'),
 ])
 def test_bad_fedln_params_are_clear_errors(params, match):
   with pytest.raises(config_lib.ConfigError, match=match):
     _fedln_config('fedln', **params)
+
+
+def test_sqrt_pca_of_negative_inputs_is_a_clear_error():
+  params = {'encoder': 'pca', 'pca_components': 2, 'pca_sqrt': True}
+  with pytest.raises(config_lib.ConfigError, match='method.params.pca_sqrt: needs inputs >= 0'):
+    fedln.build_encoder(params, np.full((8, 3), -0.5, np.float32), seed=0)
 
 
 def test_unloadable_hub_encoder_is_a_clear_error(tmp_path, tmp_cache):

@@ -52,7 +52,9 @@ def _cmd_evaluate(args) -> None:
   from tff_noisy.ops import knn
   x, y = _images(args)
   rows = [('raw pixels', x.reshape(len(x), -1)),
-          ('PCA-50', pca_lib.PCAEncoder.fit(x, n_components=50, seed=args.seed).embed(x))]
+          ('PCA-50', pca_lib.PCAEncoder.fit(x, n_components=50, seed=args.seed).embed(x)),
+          ('sqrt-PCA-50',
+           pca_lib.PCAEncoder.fit(x, n_components=50, seed=args.seed, sqrt=True).embed(x))]
   if args.encoder != 'pca':
     try:
       encoder = hub_lib.HubEncoder(args.encoder)

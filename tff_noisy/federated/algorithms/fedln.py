@@ -21,6 +21,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from tff_noisy.config import ConfigError
 from tff_noisy.data import sources
 from tff_noisy.embeddings import hub as hub_lib
 from tff_noisy.embeddings import pca as pca_lib
@@ -130,8 +131,11 @@ def build_private_estimation(model_fn, element_spec, client_optimizer, *, local_
 def build_encoder(params: dict, train_inputs: np.ndarray, seed: int):
   """The NNC encoder: PCA fitted label-free on the training inputs, or a TF-Hub handle."""
   if params['encoder'] == 'pca':
+    if params['pca_sqrt'] and np.min(train_inputs) < 0:
+      raise ConfigError('method.params.pca_sqrt: needs inputs >= 0 (images), got a minimum '
+                        f'of {np.min(train_inputs):g}; use pca_sqrt: false for these data')
     return pca_lib.PCAEncoder.fit(train_inputs, n_components=params['pca_components'],
-                                  seed=seed)
+                                  seed=seed, sqrt=params['pca_sqrt'])
   size = params.get('encoder_input_size')
   return hub_lib.HubEncoder(params['encoder'], input_size=tuple(size) if size else None,
                             channels=params.get('encoder_channels'))
