@@ -1,0 +1,22 @@
+"""Every shipped experiment config loads and validates, with its method's parameters."""
+import glob
+import os
+
+import pytest
+
+from tff_noisy import config as config_lib
+from tff_noisy import methods
+
+_CONFIGS = sorted(glob.glob(os.path.join(os.path.dirname(__file__), '..', 'experiments',
+                                         'configs', '*.yaml')))
+
+
+def test_configs_are_found():
+  assert len(_CONFIGS) >= 5
+
+
+@pytest.mark.parametrize('path', _CONFIGS, ids=os.path.basename)
+def test_shipped_config_is_valid(path):
+  config = config_lib.load(path)
+  params = methods.validate(config)
+  assert set(params) == set(methods.METHOD_PARAMS[config.method.name])
