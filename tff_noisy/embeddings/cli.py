@@ -90,7 +90,8 @@ def add_embed_command(subparsers) -> None:
   pretrain.set_defaults(func=_cmd_pretrain)
 
   evaluate = with_data(embed_sub.add_parser(
-      'evaluate', help='leave-one-out 10-NN accuracy of raw pixels, PCA-50, an encoder'))
+      'evaluate', help='leave-one-out 10-NN accuracy of raw pixels, PCA-50, sqrt-PCA-50 and '
+      'an encoder'))
   evaluate.add_argument('--encoder', required=True,
                         help="'pca' or a SavedModel directory / TF-Hub handle")
   evaluate.set_defaults(func=_cmd_evaluate)
