@@ -19,6 +19,10 @@ import tensorflow as tf
 from tff_noisy.embeddings import hub as hub_lib
 
 
+class NegativeInputsError(ValueError):
+  """Square-rooted PCA was asked to embed inputs with negative values."""
+
+
 class _PCAModule(tf.Module):
   """A reusable SavedModel: ``__call__`` maps a float32 batch to its PCA embedding."""
 
@@ -79,7 +83,6 @@ def _transformed(x, sqrt: bool) -> np.ndarray:
   x = x.reshape(len(x), -1)
   if sqrt:
     if x.size and x.min() < 0:
-      raise ValueError(f'the square-root PCA encoder needs inputs >= 0, got a minimum of '
-                       f'{x.min():g}')
+      raise NegativeInputsError(f'needs inputs >= 0 (images), got a minimum of {x.min():g}')
     x = np.sqrt(x)
   return x

@@ -131,11 +131,12 @@ def build_private_estimation(model_fn, element_spec, client_optimizer, *, local_
 def build_encoder(params: dict, train_inputs: np.ndarray, seed: int):
   """The NNC encoder: PCA fitted label-free on the training inputs, or a TF-Hub handle."""
   if params['encoder'] == 'pca':
-    if params['pca_sqrt'] and np.min(train_inputs) < 0:
-      raise ConfigError('method.params.pca_sqrt: needs inputs >= 0 (images), got a minimum '
-                        f'of {np.min(train_inputs):g}; use pca_sqrt: false for these data')
-    return pca_lib.PCAEncoder.fit(train_inputs, n_components=params['pca_components'],
-                                  seed=seed, sqrt=params['pca_sqrt'])
+    try:
+      return pca_lib.PCAEncoder.fit(train_inputs, n_components=params['pca_components'],
+                                    seed=seed, sqrt=params['pca_sqrt'])
+    except pca_lib.NegativeInputsError as e:
+      raise ConfigError(f'method.params.pca_sqrt: {e}; use pca_sqrt: false for these '
+                        'data') from e
   size = params.get('encoder_input_size')
   return hub_lib.HubEncoder(params['encoder'], input_size=tuple(size) if size else None,
                             channels=params.get('encoder_channels'))
