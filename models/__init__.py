@@ -2,6 +2,8 @@
 
 ``build_model(name, input_shape, num_classes, **options)`` builds one;
 ``check_model_fits`` runs the same checks without building (config validation).
+Every model's classification head is a layer named ``'logits'``;
+``features_and_logits`` exposes its input (the penultimate features) as well.
 """
 
 import inspect
@@ -27,6 +29,7 @@ _MODULES = {
     'audio': audio,
 }
 MODEL_NAMES = tuple(_MODULES)
+LOGITS_LAYER = 'logits'  # Every model's classification head.
 
 
 def _options(name: str) -> list:
@@ -75,3 +78,34 @@ def build_model(name: str, input_shape: tuple, num_classes: int,
   """Builds model ``name`` for inputs of ``input_shape`` (no batch axis)."""
   check_model_fits(name, input_shape, num_classes, **options)
   return _MODULES[name].build(_as_shape(input_shape), num_classes, **options)
+
+
+def _logits_layer(model: tf.keras.Model) -> tf.keras.layers.Layer:
+  try:
+    return model.get_layer(LOGITS_LAYER)
+  except ValueError:
+    raise ValueError(f'model {model.name!r} has no {LOGITS_LAYER!r} layer: '
+                     'features and logits need the classification head '
+                     f'named {LOGITS_LAYER!r}') from None
+
+
+def feature_dim(model: tf.keras.Model) -> int:
+  """Width of the features the ``'logits'`` layer takes."""
+  return int(_logits_layer(model).input.shape[-1])
+
+
+def features_and_logits(model: tf.keras.Model) -> tf.keras.Model:
+  """A model of the same inputs that outputs ``[features, logits]``.
+
+  Features are the input of the ``'logits'`` layer; logits are ``model``'s
+  output. Built from ``model``'s functional graph, so it shares its layers and
+  variables (no copies) and traces inside a ``tf.function`` like ``model``.
+  """
+  head = _logits_layer(model)
+  if not getattr(model, '_is_graph_network', False):
+    raise ValueError(f'model {model.name!r} is not a functional Keras model')
+  if len(model.outputs) != 1 or model.outputs[0] is not head.output:
+    raise ValueError(f'model {model.name!r} must output its '
+                     f'{LOGITS_LAYER!r} layer')
+  return tf.keras.Model(model.inputs, [head.input, head.output],
+                        name=f'{model.name}_features_and_logits')

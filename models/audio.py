@@ -106,5 +106,6 @@ def build(input_shape: tuple, num_classes: int) -> tf.keras.Model:
     x = layers.MaxPooling2D(2)(x)
     x = layers.SpatialDropout2D(0.1)(x)
   x = layers.GlobalMaxPooling2D()(x)
-  logits = layers.Dense(num_classes, kernel_regularizer=regularizer)(x)
+  logits = layers.Dense(num_classes, kernel_regularizer=regularizer,
+                        name='logits')(x)
   return tf.keras.Model(inputs, logits, name='audio_cnn')

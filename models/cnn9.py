@@ -40,5 +40,5 @@ def build(input_shape: tuple, num_classes: int, *,
   for filters in (512, 256, 128):
     x = conv(x, filters, 'valid')
   x = layers.GlobalAveragePooling2D()(x)
-  logits = layers.Dense(num_classes)(x)
+  logits = layers.Dense(num_classes, name='logits')(x)
   return tf.keras.Model(inputs, logits, name='cnn9')

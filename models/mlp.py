@@ -21,5 +21,5 @@ def build(input_shape: tuple, num_classes: int, *, width: int = 128) -> tf.keras
   inputs = tf.keras.Input(shape=input_shape)
   x = tf.keras.layers.Flatten()(inputs)
   x = tf.keras.layers.Dense(width, activation='relu')(x)
-  logits = tf.keras.layers.Dense(num_classes)(x)
+  logits = tf.keras.layers.Dense(num_classes, name='logits')(x)
   return tf.keras.Model(inputs, logits, name='mlp')

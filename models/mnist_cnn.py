@@ -25,5 +25,5 @@ def build(input_shape: tuple, num_classes: int) -> tf.keras.Model:
   x = layers.Flatten()(x)
   x = layers.Dense(50, activation='relu')(x)
   x = layers.Dropout(0.5)(x)
-  logits = layers.Dense(num_classes)(x)
+  logits = layers.Dense(num_classes, name='logits')(x)
   return tf.keras.Model(inputs, logits, name='mnist_cnn')

@@ -65,5 +65,6 @@ def build(input_shape: tuple, num_classes: int, *,
   x = layers.GlobalAveragePooling2D()(x)
   logits = layers.Dense(
       num_classes, kernel_initializer='he_normal',
-      kernel_regularizer=tf.keras.regularizers.L2(_WEIGHT_DECAY))(x)
+      kernel_regularizer=tf.keras.regularizers.L2(_WEIGHT_DECAY),
+      name='logits')(x)
   return tf.keras.Model(inputs, logits, name=f'resnet20_{norm}')

@@ -22,5 +22,5 @@ def build(input_shape: tuple, num_classes: int) -> tf.keras.Model:
   x = layers.MaxPooling2D(2)(x)
   x = layers.Flatten()(x)
   x = layers.Dense(128, activation='relu')(x)
-  logits = layers.Dense(num_classes)(x)
+  logits = layers.Dense(num_classes, name='logits')(x)
   return tf.keras.Model(inputs, logits, name='small_cnn')

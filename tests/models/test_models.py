@@ -148,3 +148,93 @@ def test_check_model_fits_does_not_build(monkeypatch):
     raise AssertionError('built')
   monkeypatch.setattr(resnet20, 'build', build)
   models.check_model_fits('resnet20', [32, 32, 3], np.int64(10), norm='batch')
+
+
+# The smallest input each model takes, the width its head sees and an option
+# that brings BatchNorm's non-trainable statistics in where there is one.
+_SMALL = {
+    'mlp': ((8, 8, 1), {}, 128),
+    'small_cnn': ((8, 8, 1), {}, 128),
+    'mnist_cnn': ((16, 16, 1), {}, 50),
+    'cnn9': ((28, 28, 1), {}, 128),
+    'resnet20': ((8, 8, 1), {'norm': 'batch'}, 64),
+    'audio': ((audio.MIN_SAMPLES,), {}, 128),
+}
+
+
+def test_small_shapes_cover_the_zoo():
+  assert tuple(_SMALL) == models.MODEL_NAMES
+
+
+@pytest.fixture(scope='module', params=models.MODEL_NAMES)
+def zoo_model(request):
+  input_shape, options, width = _SMALL[request.param]
+  model = models.build_model(request.param, input_shape, 10, **options)
+  x = np.random.default_rng(0).random((3, *input_shape), 'float32')
+  return model, x, width
+
+
+def test_head_is_named_logits_and_holds_the_last_weights(zoo_model):
+  model, _, _ = zoo_model
+  head = model.get_layer(models.LOGITS_LAYER)
+  assert model.layers[-1] is head
+  assert model.outputs[0] is head.output
+  assert model.weights[-2:] == head.weights  # Kernel and bias come last.
+
+
+def test_features_and_logits_shares_the_model(zoo_model):
+  model, x, width = zoo_model
+  assert models.feature_dim(model) == width
+  features_model = models.features_and_logits(model)
+  features, logits = features_model(x, training=False)
+  assert features.shape == (len(x), width)
+  np.testing.assert_array_equal(logits, model(x, training=False))
+  head = model.get_layer(models.LOGITS_LAYER)
+  np.testing.assert_array_equal(head(features), logits)
+  # The very same variables, in the same order: nothing is copied.
+  assert len(features_model.trainable_variables) == len(
+      model.trainable_variables)
+  for ours, theirs in zip(features_model.trainable_variables,
+                          model.trainable_variables):
+    assert ours is theirs
+  assert len(features_model.variables) == len(model.variables)
+  assert all(a is b for a, b in zip(features_model.variables, model.variables))
+
+
+def test_features_and_logits_in_a_graph(zoo_model):
+  model, x, _ = zoo_model
+  features_model = models.features_and_logits(model)
+
+  @tf.function
+  def features_and_logits(x):
+    return features_model(x, training=False), model(x, training=False)
+
+  (features, logits), expected = features_and_logits(x)
+  np.testing.assert_array_equal(logits, expected)
+  eager_features, _ = features_model(x, training=False)
+  np.testing.assert_allclose(features, eager_features, rtol=1e-5, atol=1e-5)
+
+
+def test_gradient_of_features_reaches_the_shared_variables(zoo_model):
+  model, x, _ = zoo_model
+  features_model = models.features_and_logits(model)
+  with tf.GradientTape() as tape:
+    features, _ = features_model(x, training=False)
+    loss = tf.reduce_sum(tf.square(features))
+  head = set(id(v) for v in model.get_layer(models.LOGITS_LAYER).weights)
+  gradients = tape.gradient(loss, model.trainable_variables)
+  for variable, gradient in zip(model.trainable_variables, gradients):
+    if id(variable) in head:
+      assert gradient is None, variable.name  # The head is past the features.
+    else:
+      assert gradient is not None, variable.name
+  assert any(np.any(g.numpy()) for g in gradients if g is not None)
+
+
+def test_features_and_logits_needs_a_logits_layer():
+  inputs = tf.keras.Input(shape=(4,))
+  model = tf.keras.Model(inputs, tf.keras.layers.Dense(3)(inputs), name='bare')
+  with pytest.raises(ValueError, match="'bare' has no 'logits' layer"):
+    models.features_and_logits(model)
+  with pytest.raises(ValueError, match="'bare' has no 'logits' layer"):
+    models.feature_dim(model)
