@@ -1,0 +1,21 @@
+"""What the command line reports to a person: one-line errors and warnings, no traceback.
+
+Importable from anywhere without an import cycle (it imports nothing of the project).
+"""
+
+import sys
+
+PROG = 'tff-noisy'
+
+
+class UserError(Exception):
+  """Bad input or on-disk state, reported as one ``tff-noisy: error:`` line (exit 2)."""
+
+
+class ConfigError(UserError, ValueError):
+  """A configuration value is missing, unknown or outside what is allowed."""
+
+
+def warn(message: str) -> None:
+  """Prints ``tff-noisy: warning: <message>`` on stderr."""
+  print(f'{PROG}: warning: {message}', file=sys.stderr)
