@@ -1,8 +1,10 @@
 """The ``tff-noisy`` command line.
 
-  tff-noisy run CONFIG.yaml --out DIR [--set key=value ...] [--resume]
+  tff-noisy run CONFIG.yaml --out DIR [--set key=value ...] [--resume | --overwrite]
   tff-noisy compare CONFIG.yaml --methods fedavg,fedprox --out DIR [--set ...]
+      [--resume | --overwrite]
   tff-noisy grid CONFIG.yaml --methods a,b --setting "k=v,k=v" ... --seeds 0,1 --out DIR
+      [--resume | --overwrite]
   tff-noisy data build CONFIG.yaml [--set ...]
   tff-noisy export RUN_DIR --quantize none|float16|dynamic|int8 [--out F] [--verify]
   tff-noisy embed pretrain|evaluate --dataset NAME ...
@@ -18,7 +20,10 @@ import sys
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 from tff_noisy import config as config_lib
+from tff_noisy import errors
+from tff_noisy.data import sources
 from tff_noisy.embeddings.cli import add_embed_command
+from tff_noisy.simulation import run_dir
 from tflite_export import export_run
 
 
@@ -35,14 +40,16 @@ def _cmd_data_build(args) -> None:
   print(federated.format_client_table(data))
 
 
-def _run(config, out_dir, resume):
-  from tff_noisy.simulation import driver  # pylint: disable=g-import-not-at-top
-  return driver.run_experiment(config, out_dir, resume=resume)
+def _run(config, out_dir, args):
+  """Runs one experiment into ``out_dir``, holding it (``run_dir.claim``) meanwhile."""
+  with run_dir.claim(out_dir, resume=args.resume, overwrite=args.overwrite):
+    from tff_noisy.simulation import driver  # pylint: disable=g-import-not-at-top
+    return driver.run_experiment(config, out_dir, resume=args.resume)
 
 
 def _cmd_run(args) -> None:
   config = _load(args)
-  results = _run(config, args.out, args.resume)
+  results = _run(config, args.out, args)
   print(f'{config.method.name}: final accuracy {results.final_accuracy:.4f}, '
         f'last-10 mean {results.last10_accuracy:.4f}  -> {args.out}')
 
@@ -50,14 +57,18 @@ def _cmd_run(args) -> None:
 def method_config(config: config_lib.ExperimentConfig, method: str):
   """``config`` with ``method``, keeping the config's method params that ``method`` takes.
 
-  So a fedln config's k and R_c also apply to fedln_nnc and fedln_nafedavg.
+  So a fedln config's k and R_c also apply to fedln_nnc and fedln_nafedavg. The result
+  is validated whole (every registry's choices), before any run starts.
   """
   from tff_noisy import methods  # pylint: disable=g-import-not-at-top
+  from tff_noisy import validation  # pylint: disable=g-import-not-at-top
   values = copy.deepcopy(config.to_dict())
-  accepted = methods.METHOD_PARAMS.get(method, {})
+  accepted = methods.param_names(method) if method in methods.METHODS else ()
   params = {k: v for k, v in values['method']['params'].items() if k in accepted}
   values['method'] = {'name': method, 'params': params}
-  return config_lib.from_dict(values)
+  resolved = config_lib.from_dict(values)
+  validation.validate_experiment(resolved)
+  return resolved
 
 
 def _method_names(methods: str) -> list:
@@ -72,16 +83,16 @@ def _cmd_compare(args) -> None:
   names = _method_names(args.methods)
   configs = {name: method_config(config, name) for name in names}  # Validate all first.
   rows, curves = [], {}
-  for name, method_cfg in configs.items():
-    results = _run(method_cfg, os.path.join(args.out, name), args.resume)
-    rows.append((name, results.final_accuracy, results.last10_accuracy))
-    curves[name] = [(r['round'], r['test_accuracy']) for r in results.evaluated]
-  os.makedirs(args.out, exist_ok=True)
-  with open(os.path.join(args.out, 'comparison.csv'), 'w', newline='') as f:
-    writer = csv.writer(f)
-    writer.writerow(['method', 'final_accuracy', 'last10_accuracy'])
-    writer.writerows(rows)
-  _plot(curves, os.path.join(args.out, 'comparison.png'))
+  with run_dir.claim(args.out, resume=args.resume, overwrite=args.overwrite):
+    for name, method_cfg in configs.items():
+      results = _run(method_cfg, os.path.join(args.out, name), args)
+      rows.append((name, results.final_accuracy, results.last10_accuracy))
+      curves[name] = [(r['round'], r['test_accuracy']) for r in results.evaluated]
+    with open(os.path.join(args.out, 'comparison.csv'), 'w', newline='') as f:
+      writer = csv.writer(f)
+      writer.writerow(['method', 'final_accuracy', 'last10_accuracy'])
+      writer.writerows(rows)
+    _plot(curves, os.path.join(args.out, 'comparison.png'))
   print(f'\n{"method":<16}{"final":>10}{"last-10":>10}')
   for name, final, last10 in rows:
     print(f'{name:<16}{final:>10.4f}{last10:>10.4f}')
@@ -89,11 +100,18 @@ def _cmd_compare(args) -> None:
         f'saved {os.path.join(args.out, "comparison.csv")} and comparison.png')
 
 
+def _seeds(text: str) -> list:
+  try:
+    return [int(s) for s in text.split(',')]
+  except ValueError:
+    raise config_lib.ConfigError(
+        f'--seeds: expected comma-separated integers, e.g. 0,1,2; got {text!r}') from None
+
+
 def _cmd_grid(args) -> None:
   """Every method x setting x seed on identical data per (setting, seed); a mean table."""
-  import numpy as np  # pylint: disable=g-import-not-at-top
   names = _method_names(args.methods)
-  seeds = [int(s) for s in args.seeds.split(',')]
+  seeds = _seeds(args.seeds)
   settings = args.setting or ['']
   runs = []  # (setting, method, seed, config) -- all validated before the first run.
   for setting in settings:
@@ -102,15 +120,22 @@ def _cmd_grid(args) -> None:
       base = config_lib.load(args.config, args.set + overrides + [f'seed={seed}'])
       runs += [(setting, name, seed, method_config(base, name)) for name in names]
   scores = {}
-  for setting, name, seed, config in runs:
-    out = os.path.join(args.out, setting.replace(',', '_').replace('=', '-') or 'default',
-                       f'seed{seed}', name)
-    results = _run(config, out, args.resume)
-    scores.setdefault((setting, name), []).append(
-        (results.final_accuracy, results.last10_accuracy))
-  os.makedirs(args.out, exist_ok=True)
+  with run_dir.claim(args.out, resume=args.resume, overwrite=args.overwrite):
+    for setting, name, seed, config in runs:
+      out = os.path.join(args.out, setting.replace(',', '_').replace('=', '-') or 'default',
+                         f'seed{seed}', name)
+      results = _run(config, out, args)
+      scores.setdefault((setting, name), []).append(
+          (results.final_accuracy, results.last10_accuracy))
+    table = _write_grid(args.out, args.seeds, names, settings, scores)
+  print(table)
+
+
+def _write_grid(out: str, seeds: str, names: list, settings: list, scores: dict) -> str:
+  """Writes grid.csv and grid.md (mean and std over seeds); returns the markdown table."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
   lines = ['| setting | ' + ' | '.join(names) + ' |', '|---|' + '---|' * len(names)]
-  with open(os.path.join(args.out, 'grid.csv'), 'w', newline='') as f:
+  with open(os.path.join(out, 'grid.csv'), 'w', newline='') as f:
     writer = csv.writer(f)
     writer.writerow(['setting', 'method', 'seeds', 'final_mean', 'final_std', 'last10_mean',
                      'last10_std'])
@@ -124,10 +149,10 @@ def _cmd_grid(args) -> None:
                      f'{100 * mean[1]:.2f} ± {100 * std[1]:.2f}')
       lines.append(f'| {setting or "(config)"} | ' + ' | '.join(cells) + ' |')
   table = '\n'.join(lines)
-  with open(os.path.join(args.out, 'grid.md'), 'w') as f:
+  with open(os.path.join(out, 'grid.md'), 'w') as f:
     f.write(f'Test accuracy (%), final / mean of the last 10 rounds, mean ± std over '
-            f'seeds {args.seeds}\n\n{table}\n')
-  print(table)
+            f'seeds {seeds}\n\n{table}\n')
+  return table
 
 
 def _plot(curves, path) -> None:
@@ -157,15 +182,22 @@ def _parser() -> argparse.ArgumentParser:
                    help='override a config value, e.g. --set fl.rounds=20')
     return p
 
-  run = with_config(sub.add_parser('run', help='run one experiment'))
-  run.add_argument('--out', required=True, help='output directory')
-  run.add_argument('--resume', action='store_true', help='continue from the last checkpoint')
+  def with_out(p, resume_help):
+    p.add_argument('--out', required=True, help='output directory')
+    reuse = p.add_mutually_exclusive_group()
+    reuse.add_argument('--resume', action='store_true', help=resume_help)
+    reuse.add_argument('--overwrite', action='store_true',
+                       help='first remove the results, checkpoints and TensorBoard files '
+                       'of an earlier run in --out')
+    return p
+
+  run = with_out(with_config(sub.add_parser('run', help='run one experiment')),
+                 'continue from the last checkpoint')
   run.set_defaults(func=_cmd_run)
 
   compare = with_config(sub.add_parser('compare', help='several methods on identical data'))
   compare.add_argument('--methods', required=True, help='comma-separated method names')
-  compare.add_argument('--out', required=True, help='output directory')
-  compare.add_argument('--resume', action='store_true', help='resume each method run')
+  with_out(compare, 'resume each method run')
   compare.set_defaults(func=_cmd_compare)
 
   grid = with_config(sub.add_parser('grid', help='methods x settings x seeds, mean table'))
@@ -173,8 +205,7 @@ def _parser() -> argparse.ArgumentParser:
   grid.add_argument('--setting', action='append', default=[],
                     help='comma-separated key=value overrides naming one setting; repeat')
   grid.add_argument('--seeds', default='0', help='comma-separated seeds')
-  grid.add_argument('--out', required=True, help='output directory')
-  grid.add_argument('--resume', action='store_true', help='resume each run')
+  with_out(grid, 'resume each run')
   grid.set_defaults(func=_cmd_grid)
 
   data = sub.add_parser('data', help='federated data tools')
@@ -187,17 +218,24 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> None:
+  """Runs a command; bad input exits 2 and Ctrl-C 130, each with one error line."""
   args = _parser().parse_args(argv)
-  import absl.logging  # pylint: disable=g-import-not-at-top
-  absl.logging.set_verbosity(absl.logging.ERROR)
   # SIGTERM exits through Python so that TFF's worker is stopped at exit.
   signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-  from tff_noisy.data import sources  # pylint: disable=g-import-not-at-top
   try:
+    import absl.logging  # pylint: disable=g-import-not-at-top
+    absl.logging.set_verbosity(absl.logging.ERROR)
     args.func(args)
-  except (config_lib.ConfigError, sources.DatasetError, FileNotFoundError) as e:
-    print(f'tff-noisy: error: {e}', file=sys.stderr)
-    sys.exit(2)
+  except KeyboardInterrupt:
+    hint = '; continue with --resume' if hasattr(args, 'resume') else ''
+    _exit(130, f'interrupted{hint}')
+  except (errors.UserError, sources.DatasetError, FileNotFoundError) as e:
+    _exit(2, e)
+
+
+def _exit(status: int, message) -> None:
+  print(f'{errors.PROG}: error: {message}', file=sys.stderr)
+  sys.exit(status)
 
 
 if __name__ == '__main__':

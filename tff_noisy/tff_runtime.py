@@ -6,22 +6,46 @@ already gone, so the worker outlives Python and keeps the parent's stdout open (
 pipeline reading it hangs). Everything in tff-noisy imports TFF through
 :func:`import_tff`, which registers :func:`shutdown_workers` to run at exit while the
 modules are still alive.
+
+A parent that dies without running its exit handlers (SIGKILL, a crash) cannot stop the
+worker, so on Linux :func:`import_tff` also has TFF start it under a parent-death signal:
+the kernel kills the worker when the thread that started it (TFF's event-loop thread,
+which lives as long as the process) ends. The worker gets its own session, so a Ctrl-C
+at the terminal reaches only Python, which then stops the worker in order.
 """
 
 import atexit
 import gc
+import os
 import signal
 import subprocess
 import sys
+import types
 
 _registered = False
+# Runs in the new process: prctl(PR_SET_PDEATHSIG, SIGKILL), give up if the parent is
+# already gone (it would never be signalled), then become the worker (same PID).
+_PDEATHSIG_EXEC = '\n'.join([
+    'import ctypes, os, signal, sys',
+    'ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)',
+    'if os.getppid() != int(sys.argv[1]): sys.exit(1)',
+    'os.execv(sys.argv[2], sys.argv[2:])',
+])
+
+
+class _WorkerPopen(subprocess.Popen):
+  """``Popen`` that starts a command in its own session, killed when its parent dies."""
+
+  def __init__(self, args, *rest, **kwargs):
+    wrapped = [sys.executable, '-I', '-S', '-c', _PDEATHSIG_EXEC, str(os.getpid()), *args]
+    super().__init__(wrapped, *rest, start_new_session=True, **kwargs)
 
 
 def _worker_processes():
   return [
       obj for obj in gc.get_objects()
       # type() rather than isinstance(): gc also yields dead weak proxies.
-      if type(obj) is subprocess.Popen and 'worker_binary' in str(obj.args)
+      if issubclass(type(obj), subprocess.Popen) and 'worker_binary' in str(obj.args)
   ]
 
 
@@ -48,6 +72,15 @@ def _quiet_late_manager_del(unraisable, default_hook=sys.unraisablehook):
   default_hook(unraisable)
 
 
+def _start_workers_with_pdeathsig() -> None:
+  """Makes TFF's executor factory start its worker through ``_WorkerPopen``."""
+  # pylint: disable=g-import-not-at-top
+  from tensorflow_federated.python.core.impl.executor_stacks import executor_factory
+  # pylint: enable=g-import-not-at-top
+  executor_factory.subprocess = types.SimpleNamespace(
+      **{**vars(subprocess), 'Popen': _WorkerPopen})
+
+
 def import_tff():
   """Returns the ``tensorflow_federated`` module, with worker shutdown registered."""
   global _registered
@@ -55,5 +88,7 @@ def import_tff():
   if not _registered:
     atexit.register(shutdown_workers)
     sys.unraisablehook = _quiet_late_manager_del
+    if sys.platform.startswith('linux'):
+      _start_workers_with_pdeathsig()
     _registered = True
   return tff

@@ -12,12 +12,17 @@ TensorFlow is imported only when a model is exported, so the CLI stays quick.
 
 import os
 from typing import Optional
+import zipfile
 
 import numpy as np
 
 from tff_noisy import config as config_lib
 from tff_noisy.data import federated
+from tff_noisy.errors import PROG, UserError
 from tff_noisy.simulation import results as results_lib
+
+# convert.QUANTIZATIONS, known here without importing TensorFlow (a test keeps them equal).
+QUANTIZE_MODES = ('none', 'float16', 'dynamic', 'int8')
 
 _AUDIO = ('mono 16 kHz waveform of {samples} samples, float32 in [-1, 1] '
           '(16-bit PCM / 32768), zero-padded or cut to length; resample other '
@@ -55,8 +60,19 @@ def export_run(run_dir: str, quantize: str = 'none',
 
   Raises:
     FileNotFoundError: ``run_dir`` has no results.json or final_weights.npz.
-    ValueError: options ``convert_keras`` refuses (checked before any work).
+    UserError: final_weights.npz cannot be read.
+    ValueError: options ``convert_keras`` refuses (checked before any work; an unknown
+      ``quantize`` before TensorFlow is imported).
   """
+  if quantize not in QUANTIZE_MODES:
+    raise ValueError(f'unknown quantize {quantize!r}; allowed: {", ".join(QUANTIZE_MODES)}')
+  results = results_lib.load(run_dir)
+  try:
+    weights = results_lib.load_final_weights(run_dir)
+  except (ValueError, EOFError, zipfile.BadZipFile) as e:
+    raise UserError(f'{os.path.join(run_dir, results_lib.WEIGHTS_FILE)} cannot be read '
+                    f'({e}); write it again with `tff-noisy run CONFIG --out {run_dir} '
+                    '--resume`') from None
   # pylint: disable=g-import-not-at-top
   from tff_noisy.simulation import driver
   from tflite_export import convert
@@ -64,8 +80,6 @@ def export_run(run_dir: str, quantize: str = 'none',
   from tflite_export import verify as verify_lib
   # pylint: enable=g-import-not-at-top
   convert.check_options(quantize, representative_size, integer_io)
-  results = results_lib.load(run_dir)
-  weights = results_lib.load_final_weights(run_dir)
   config = config_lib.from_dict(results['config'])
   data = federated.build_federated_data(config)
   model = driver.make_model_fn(config, data.input_shape, data.num_classes)()
@@ -110,7 +124,7 @@ def _cmd_export(args, parser) -> None:
     report = export_run(args.run_dir, args.quantize, args.out,
                         args.representative_size, args.integer_io, args.verify)
   except ValueError as e:  # Options refused, or weights that fit no model.
-    parser.exit(2, f'{parser.prog}: error: {e}\n')
+    parser.exit(2, f'{PROG}: error: {e}\n')
   print(_format_report(report))
 
 

@@ -78,6 +78,7 @@ def test_missing_without_espeak_says_how_to_get_it(tmp_path, monkeypatch):
   monkeypatch.delenv(sources.DATA_ENV, raising=False)
   monkeypatch.setenv(sources.CACHE_ENV, str(tmp_path))
   monkeypatch.setattr(keywords, 'espeak_available', lambda: False)
+  (tmp_path / 'given').mkdir()
   with pytest.raises(sources.DatasetNotFoundError) as error:
     sources.load_dataset('keywords', data_dir=str(tmp_path / 'given'))
   message = str(error.value)

@@ -85,16 +85,22 @@ def test_not_found_names_every_place_and_the_remedies(tmp_path, monkeypatch,
   _write_idx_set(partial, compress=True)
   os.remove(partial / 't10k-labels-idx1-ubyte.gz')
   monkeypatch.setenv(sources.DATA_ENV, str(partial))
+  (tmp_path / 'empty').mkdir()
   with pytest.raises(sources.DatasetNotFoundError) as error:
-    sources.load_dataset('fashion_mnist', data_dir=str(tmp_path / 'absent'))
+    sources.load_dataset('fashion_mnist', data_dir=str(tmp_path / 'empty'))
   message = str(error.value)
-  for expected in ["'fashion_mnist' not found", str(tmp_path / 'absent'),
+  for expected in ["'fashion_mnist' not found", str(tmp_path / 'empty'),
                    'missing t10k-labels-idx1-ubyte', str(tmp_path / 'debian'),
                    str(tmp_path / 'tfds'), 'apt-get install dataset-fashion-mnist',
                    '--set data.data_dir=', '$TFF_NOISY_DATA', 'TFF_NOISY_DATA=',
                    'tfds build fashion_mnist']:
     assert expected in message, expected
   assert isinstance(error.value, sources.DatasetError)
+
+
+def test_data_dir_that_does_not_exist_is_an_error(tmp_path):
+  with pytest.raises(sources.DatasetError, match='data.data_dir: no such directory: .*absent'):
+    sources.load_dataset('mnist', data_dir=str(tmp_path / 'absent'))
 
 
 def test_not_found_tfds_only_dataset(no_installed_data):

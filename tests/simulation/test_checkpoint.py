@@ -1,11 +1,15 @@
-"""Checkpoints round-trip the server state structure, the client state store and history."""
+"""Checkpoints: round trip, identity, run length, corruption fallback, retention."""
 import collections
+import os
 
 import numpy as np
 import pytest
 
+from tff_noisy import config as config_lib
 from tff_noisy.simulation import checkpoint
 from tff_noisy.simulation.client_state import ClientStateStore
+
+_SHAPES = [(2, 3), (3,)]
 
 
 def _state(offset):
@@ -14,25 +18,153 @@ def _state(offset):
       optimizer=collections.OrderedDict(step=np.int64(offset)))
 
 
-def test_round_trip_keeps_the_latest_complete_checkpoint(tmp_path):
+def _identity(**overrides):
+  values = {'fl': {'rounds': 10}}
+  for key, value in overrides.items():
+    section, _, field = key.rpartition('.')
+    (values.setdefault(section, {}) if section else values)[field] = value
+  return checkpoint.identity_of(config_lib.from_dict(values), _SHAPES)
+
+
+def _save(directory, round_num, identity=None):
+  checkpoint.save(str(directory), round_num, _state(round_num), ClientStateStore(),
+                  [{'round': r} for r in range(1, round_num + 1)], identity or _identity())
+
+
+def _load(directory, identity=None, rounds=10):
+  return checkpoint.load(str(directory), _state(0), identity or _identity(), rounds)
+
+
+def test_round_trip_keeps_the_last_two_checkpoints(tmp_path):
   store = ClientStateStore()
   store.set('client_000', 'labels', np.array([1, 2, 3]))
   store.set('client_001', 'noise_estimate', 0.25)
-  directory = str(tmp_path / 'ckpt')
-  checkpoint.save(directory, 2, _state(2), ClientStateStore(), [{'round': 1}, {'round': 2}])
-  checkpoint.save(directory, 4, _state(4), store, [{'round': 4}])
-  round_num, state, loaded, history = checkpoint.load(directory, _state(0))
-  assert round_num == 4 and history == [{'round': 4}]
-  np.testing.assert_array_equal(state['weights'][0], _state(4)['weights'][0])
-  assert int(state['optimizer']['step']) == 4
+  directory = tmp_path / 'ckpt'
+  _save(directory, 2)
+  _save(directory, 4)
+  checkpoint.save(str(directory), 6, _state(6), store, [{'round': 6}], _identity())
+  round_num, state, loaded, history = _load(directory)
+  assert round_num == 6 and history == [{'round': 6}]
+  np.testing.assert_array_equal(state['weights'][0], _state(6)['weights'][0])
+  assert int(state['optimizer']['step']) == 6
   np.testing.assert_array_equal(loaded.get('client_000', 'labels'), [1, 2, 3])
   assert loaded.get('client_001', 'noise_estimate') == 0.25
   assert loaded.get('client_002', 'labels', 'absent') == 'absent'
-  assert sorted(p.name for p in (tmp_path / 'ckpt').iterdir()) == ['LATEST', 'round_00004']
+  assert sorted(p.name for p in directory.iterdir()) == ['round_00004', 'round_00006']
 
 
-def test_missing_checkpoint_and_mismatched_structure(tmp_path):
-  assert checkpoint.load(str(tmp_path / 'none'), _state(0)) is None
-  checkpoint.save(str(tmp_path / 'c'), 1, _state(1), ClientStateStore(), [])
-  with pytest.raises(ValueError, match='different model or method'):
-    checkpoint.load(str(tmp_path / 'c'), {'only': np.zeros(1)})
+def test_missing_checkpoint_is_none(tmp_path):
+  assert _load(tmp_path / 'none') is None
+
+
+@pytest.mark.parametrize('overrides, expected', [
+    ({'seed': 1}, 'seed: checkpoint 0, this run 1'),
+    ({'method.name': 'fedprox'}, 'method.name: checkpoint "fedavg", this run "fedprox"'),
+    ({'fl.client_lr': 0.01}, 'fl.client_lr: checkpoint 0.05, this run 0.01'),
+    ({'noise.rate': 0.5}, 'noise.rate: checkpoint 0.0, this run 0.5'),
+])
+def test_checkpoint_of_another_run_is_refused_field_by_field(tmp_path, overrides, expected):
+  _save(tmp_path, 2)
+  with pytest.raises(checkpoint.CheckpointError) as error:
+    _load(tmp_path, _identity(**overrides))
+  message = str(error.value)
+  assert expected in message and 'belongs to another run' in message
+  assert '--overwrite' in message and '--out' in message and '\n' not in message
+
+
+def test_other_model_shapes_are_refused_before_tff_sees_them(tmp_path):
+  _save(tmp_path, 2)
+  other = checkpoint.identity_of(config_lib.from_dict({'fl': {'rounds': 10}}), [(4, 3), (3,)])
+  with pytest.raises(checkpoint.CheckpointError,
+                     match=r'weight_shapes: checkpoint \[\[2, 3\], \[3\]\], this run '
+                           r'\[\[4, 3\], \[3\]\]'):
+    _load(tmp_path, other)
+  with pytest.raises(checkpoint.CheckpointError, match='different model or method'):
+    checkpoint.load(str(tmp_path), {'only': np.zeros(1)}, _identity(), 10)
+  with pytest.raises(checkpoint.CheckpointError,
+                     match=r'state tensor \d has shape \(2, 3\) but this config builds \(3, 2\)'):
+    checkpoint.load(str(tmp_path), collections.OrderedDict(
+        weights=[np.zeros((3, 2)), np.zeros(3)],
+        optimizer=collections.OrderedDict(step=np.int64(0))), _identity(), 10)
+
+
+def test_run_length_may_grow_but_not_shrink(tmp_path):
+  _save(tmp_path, 6)
+  longer = _identity(**{'fl.rounds': 20, 'fl.eval_every': 5, 'fl.checkpoint_every': 2})
+  assert longer == _identity()
+  assert _load(tmp_path, longer, rounds=20).round_num == 6
+  assert _load(tmp_path, rounds=6).round_num == 6
+  with pytest.raises(checkpoint.CheckpointError,
+                     match='at round 6, past fl.rounds=4: a run cannot be shortened'):
+    _load(tmp_path, rounds=4)
+
+
+def _truncate(path):
+  with open(path, 'r+b') as f:
+    f.truncate(os.path.getsize(path) // 2)
+
+
+def _garble(path):
+  path.write_text('{"round": 4, "hist')
+
+
+def _empty(path):
+  path.write_bytes(b'')
+
+
+@pytest.mark.parametrize('damage, name, reason', [
+    (_truncate, 'state.npz', 'state.npz does not match its checksum'),
+    (_garble, 'meta.json', 'cannot be read'),
+    (_empty, 'client_state.npz', 'client_state.npz does not match its checksum'),
+    (os.remove, 'state.npz', 'state.npz: No such file or directory'),
+])
+def test_corrupt_latest_falls_back_to_the_one_before(tmp_path, capsys, damage, name, reason):
+  _save(tmp_path, 2)
+  _save(tmp_path, 4)
+  damage(tmp_path / 'round_00004' / name)
+  loaded = _load(tmp_path)
+  assert loaded.round_num == 2
+  np.testing.assert_array_equal(loaded.state['weights'][1], _state(2)['weights'][1])
+  warning = capsys.readouterr().err.strip()
+  assert warning.startswith('tff-noisy: warning: checkpoint ') and '\n' not in warning
+  assert str(tmp_path / 'round_00004') in warning and reason in warning
+  assert f'resuming from {tmp_path / "round_00002"}' in warning
+
+
+def test_no_usable_checkpoint_is_a_clear_error(tmp_path):
+  _save(tmp_path, 2)
+  _save(tmp_path, 4)
+  _truncate(tmp_path / 'round_00004' / 'state.npz')
+  _garble(tmp_path / 'round_00002' / 'meta.json')
+  with pytest.raises(checkpoint.CheckpointError) as error:
+    _load(tmp_path)
+  message = str(error.value)
+  assert message.startswith(f'no usable checkpoint in {tmp_path}')
+  assert 'round_00004 (state.npz does not match' in message and 'round_00002' in message
+  assert '--overwrite' in message
+
+
+def test_save_after_a_fallback_replaces_the_stale_later_checkpoints(tmp_path):
+  _save(tmp_path, 2)
+  _save(tmp_path, 4)
+  _save(tmp_path, 6)
+  _truncate(tmp_path / 'round_00006' / 'state.npz')
+  assert _load(tmp_path).round_num == 4
+  _save(tmp_path, 5)  # The resumed run goes on from round 4.
+  assert sorted(p.name for p in tmp_path.iterdir()) == ['round_00004', 'round_00005']
+  _save(tmp_path, 6)
+  assert _load(tmp_path).round_num == 6
+
+
+def test_an_interrupted_save_leaves_the_previous_checkpoint(tmp_path, monkeypatch):
+  _save(tmp_path, 2)
+
+  def fail(*args, **kwargs):
+    raise KeyboardInterrupt
+
+  monkeypatch.setattr(os, 'replace', fail)
+  with pytest.raises(KeyboardInterrupt):
+    _save(tmp_path, 4)
+  monkeypatch.undo()
+  assert sorted(p.name for p in tmp_path.iterdir()) == ['round_00002']
+  assert _load(tmp_path).round_num == 2

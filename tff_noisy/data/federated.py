@@ -4,13 +4,17 @@ Order: load source -> class-balanced ``train_subset`` -> first ``test_subset`` t
 examples -> stratified unlabelled public split -> partition -> per-client noise. The
 result is saved with ``np.savez`` (no pickle) under ``<cache>/<config.data_hash()>/``,
 where <cache> is ``data.cache_dir``, else ``$TFF_NOISY_CACHE``, else
-``~/.cache/tff-noisy``; the next build with the same data config loads it.
+``~/.cache/tff-noisy``, and the SHA-256 of its arrays is written after it. The next build
+with the same data config loads it if its arrays match that checksum, and otherwise
+rebuilds it (with a warning).
 """
 
 import dataclasses
+import hashlib
 import json
 import os
-from typing import Optional
+from typing import Callable, Optional
+import zipfile
 
 import numpy as np
 
@@ -18,9 +22,11 @@ from tff_noisy.config import ConfigError, ExperimentConfig
 from tff_noisy.data import noise as noise_lib
 from tff_noisy.data import partition as partition_lib
 from tff_noisy.data import sources
+from tff_noisy.errors import warn
 
 CACHE_ENV = sources.CACHE_ENV
 CACHE_FILE = 'data-v1.npz'  # Bump the version whenever the build's output changes.
+CHECKSUM_FILE = CACHE_FILE + '.sha256'  # Written last: marks a complete cache entry.
 _SUBSET, _PUBLIC = 5, 6  # Random streams (see partition.generator).
 
 
@@ -119,20 +125,90 @@ def cache_dir(config: ExperimentConfig) -> str:
 
 
 def build_federated_data(config: ExperimentConfig) -> FederatedData:
-  """Builds the federated data of a config, or loads it from the cache."""
+  """Builds the federated data of a config, or loads it from the cache.
+
+  Raises ConfigError naming the cache setting if the cache cannot be written (checked
+  before the build).
+  """
   validate_config(config)
-  path = os.path.join(cache_dir(config), CACHE_FILE)
-  if os.path.exists(path):
+  directory = cache_dir(config)
+  arrays = _read_cache(directory)
+  if arrays is None:
+    _check_writable(config, directory)
+    arrays = _build_arrays(config)
+    try:
+      os.makedirs(directory, exist_ok=True)
+      _write_atomically(os.path.join(directory, CACHE_FILE), lambda f: np.savez(f, **arrays))
+      _write_atomically(os.path.join(directory, CHECKSUM_FILE),
+                        lambda f: f.write(_digest(arrays).encode()))
+    except OSError as e:
+      raise _cache_error(config, e.strerror) from None
+  return _from_arrays(arrays)
+
+
+def _read_cache(directory: str) -> Optional[dict]:
+  """The cached arrays, or None if there are none or they are corrupt (with a warning)."""
+  path = os.path.join(directory, CACHE_FILE)
+  if not os.path.exists(path):
+    return None
+  try:
+    with open(os.path.join(directory, CHECKSUM_FILE)) as f:
+      expected = f.read().strip()
     with np.load(path, allow_pickle=False) as f:
       arrays = {key: f[key] for key in f.files}
-    return _from_arrays(arrays)
-  arrays = _build_arrays(config)
-  os.makedirs(os.path.dirname(path), exist_ok=True)
+    problem = None if _digest(arrays) == expected else f'does not match {CHECKSUM_FILE}'
+  except FileNotFoundError:
+    problem = f'has no {CHECKSUM_FILE} (its build did not finish, or predates checksums)'
+  except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+    problem = f'cannot be read: {e}'
+  if problem is None:
+    return arrays
+  warn(f'data cache {path} {problem}; rebuilding it')
+  return None
+
+
+def _digest(arrays: dict) -> str:
+  """SHA-256 of the arrays' names, dtypes, shapes and bytes: equal for equal builds."""
+  digest = hashlib.sha256()
+  for key in sorted(arrays):
+    array = arrays[key]
+    digest.update(json.dumps([key, array.dtype.str, array.shape]).encode())
+    digest.update(np.ascontiguousarray(array).reshape(-1).view(np.uint8))
+  return digest.hexdigest()
+
+
+def _write_atomically(path: str, write: Callable) -> None:
+  """Calls ``write(file)`` on a file private to this process, then renames it to ``path``."""
   partial = f'{path}.{os.getpid()}.partial'
-  with open(partial, 'wb') as f:
-    np.savez(f, **arrays)
-  os.replace(partial, path)  # Atomic: a reader never sees a half-written file.
-  return _from_arrays(arrays)
+  try:
+    with open(partial, 'wb') as f:
+      write(f)
+    os.replace(partial, path)
+  finally:
+    if os.path.exists(partial):
+      os.remove(partial)
+
+
+def _check_writable(config: ExperimentConfig, directory: str) -> None:
+  """Raises the cache error before a build whose result could not be cached."""
+  existing = os.path.abspath(directory)
+  while not os.path.exists(existing):
+    existing = os.path.dirname(existing)
+  if not os.path.isdir(existing):
+    raise _cache_error(config, f'{existing} is not a directory')
+  if not os.access(existing, os.W_OK | os.X_OK):
+    raise _cache_error(config, f'{existing} is not writable')
+
+
+def _cache_error(config: ExperimentConfig, reason: str) -> ConfigError:
+  """The error for a cache that cannot be written, naming the setting that chose it."""
+  if config.data.cache_dir:
+    field = 'data.cache_dir'
+  elif os.environ.get(CACHE_ENV):
+    field = f'${CACHE_ENV}'
+  else:
+    field = f'data.cache_dir (unset: ${CACHE_ENV}, else ~/.cache/tff-noisy)'
+  return ConfigError(f'{field}: cannot write the data cache {cache_dir(config)}: {reason}')
 
 
 def _sample_per_class(labels: np.ndarray, counts: np.ndarray, rng) -> np.ndarray:

@@ -17,7 +17,8 @@ shape (N, 16000); labels are int64. Sources, tried in this order:
   downloaded.
 
 A dataset found nowhere raises :class:`DatasetNotFoundError`, which lists every place
-tried and how to provide the data; there is no fallback to another dataset.
+tried and how to provide the data; there is no fallback to another dataset. A
+``data_dir`` that is not a directory is a :class:`DatasetError` of its own.
 """
 
 import dataclasses
@@ -107,6 +108,8 @@ def load_dataset(name: str, data_dir: Optional[str] = None) -> Dataset:
     raise ValueError(f"unknown dataset '{name}'; allowed: {', '.join(DATASETS)}")
   if name == 'digits':
     return _load_digits()
+  if data_dir and not os.path.isdir(data_dir):
+    raise DatasetError(f'data.data_dir: no such directory: {data_dir}')
   tried, roots = [], []
   for root, origin in ((data_dir, 'data.data_dir'),
                        (os.environ.get(DATA_ENV), f'${DATA_ENV}')):

@@ -1,75 +1,225 @@
-"""Atomic checkpoints of a run: server state, client state store, round and history.
+"""Verified checkpoints of a run: server state, client state store, round and history.
+
+A checkpoint is a directory ``round_NNNNN`` written under a private temporary name and
+renamed into place, so it appears whole or not at all; the last two are kept. Its
+``meta.json`` holds the round, the history, the SHA-256 of each array file and the run's
+identity (:func:`identity_of`). :func:`load` refuses a checkpoint of another run, and
+passes over a corrupt newest checkpoint (with a warning) to the one before it.
 
 The server state is flattened with ``tf.nest`` and restored into the structure of a
 freshly initialised state, so a checkpoint needs no pickling. Randomness needs no
 saved state: every round's client sample and data order derive from (seed, round).
 """
 
+import hashlib
 import json
 import os
+import re
 import shutil
-from typing import Any, Optional
+import tempfile
+import zipfile
+from typing import Any, List, NamedTuple, Optional
 
 import numpy as np
 import tensorflow as tf
 
+from tff_noisy.config import ExperimentConfig
+from tff_noisy.errors import UserError, warn
 from tff_noisy.simulation.client_state import ClientStateStore
 
 _STATE = 'state.npz'
 _CLIENTS = 'client_state.npz'
 _META = 'meta.json'
-_LATEST = 'LATEST'
+_NAME = re.compile(r'round_(\d+)')
+_KEEP = 2
+# Fields a resumed run may change: its length and reporting, and where its data is read
+# and cached (the data itself is fixed by data_hash).
+_MAY_CHANGE = ('fl.rounds', 'fl.eval_every', 'fl.checkpoint_every', 'data.data_dir',
+               'data.cache_dir')
+_SHOWN_DIFFERENCES = 5
+_START_FRESH = 'start fresh with --overwrite or a new --out'
+
+
+class CheckpointError(UserError):
+  """No checkpoint can continue this run."""
+
+
+class Checkpoint(NamedTuple):
+  round_num: int
+  state: Any
+  store: ClientStateStore
+  history: list
+
+
+class _Unusable(Exception):
+  """A checkpoint directory that cannot be read back; the message says why."""
+
+
+def identity_of(config: ExperimentConfig, weight_shapes) -> dict:
+  """What a checkpoint belongs to: ``{dotted config field: value}`` plus data and model.
+
+  Every config field but those in ``_MAY_CHANGE`` (so seed and method.name too), the
+  federated data's ``data_hash`` and the model's ``weight_shapes``, as JSON reads them back.
+  """
+  identity = {name: value for name, value in _flatten(config.to_dict()).items()
+              if name not in _MAY_CHANGE}
+  identity['data_hash'] = config.data_hash()
+  identity['weight_shapes'] = [[int(d) for d in shape] for shape in weight_shapes]
+  return json.loads(json.dumps(identity))
 
 
 def save(directory: str, round_num: int, state: Any, store: ClientStateStore,
-         history: list) -> None:
-  """Writes ``directory/round_NNNNN`` and then points ``LATEST`` at it.
+         history: list, identity: dict) -> None:
+  """Writes ``directory/round_NNNNN``; keeps it and the newest checkpoint before it.
 
-  A crash at any moment leaves ``LATEST`` naming a complete checkpoint.
+  Checkpoints of later rounds (left behind when :func:`load` fell back past a corrupt
+  one) are removed. A crash at any moment leaves the previous checkpoints intact.
   """
-  name = f'round_{round_num:05d}'
-  tmp = os.path.join(directory, name + '.tmp')
-  shutil.rmtree(tmp, ignore_errors=True)
-  os.makedirs(tmp)
-  flat = tf.nest.flatten(state)
-  np.savez(os.path.join(tmp, _STATE), **{f'{i:05d}': np.asarray(v) for i, v in enumerate(flat)})
-  np.savez(os.path.join(tmp, _CLIENTS), **store.to_arrays())
-  with open(os.path.join(tmp, _META), 'w') as f:
-    json.dump({'round': round_num, 'history': history}, f)
-  shutil.rmtree(os.path.join(directory, name), ignore_errors=True)
-  os.replace(tmp, os.path.join(directory, name))
-  with open(os.path.join(directory, _LATEST + '.tmp'), 'w') as f:
-    f.write(name)
-  os.replace(os.path.join(directory, _LATEST + '.tmp'), os.path.join(directory, _LATEST))
-  for old in os.listdir(directory):
-    if old.startswith('round_') and old != name:
-      shutil.rmtree(os.path.join(directory, old), ignore_errors=True)
-
-
-def latest(directory: str) -> Optional[str]:
-  """Path of the newest complete checkpoint in ``directory``, or None."""
+  os.makedirs(directory, exist_ok=True)
+  final = os.path.join(directory, f'round_{round_num:05d}')
+  tmp = tempfile.mkdtemp(prefix=f'.{os.path.basename(final)}.', dir=directory)
   try:
-    with open(os.path.join(directory, _LATEST)) as f:
-      return os.path.join(directory, f.read().strip())
+    flat = tf.nest.flatten(state)
+    _write_npz(os.path.join(tmp, _STATE),
+               {f'{i:05d}': np.asarray(v) for i, v in enumerate(flat)})
+    _write_npz(os.path.join(tmp, _CLIENTS), store.to_arrays())
+    meta = {'round': round_num, 'history': history, 'identity': identity,
+            'sha256': {name: _sha256(os.path.join(tmp, name)) for name in (_STATE, _CLIENTS)}}
+    with open(os.path.join(tmp, _META), 'w') as f:
+      json.dump(meta, f)
+      f.flush()
+      os.fsync(f.fileno())
+    shutil.rmtree(final, ignore_errors=True)  # A stale checkpoint of this round.
+    os.replace(tmp, final)
+  except BaseException:
+    shutil.rmtree(tmp, ignore_errors=True)
+    raise
+  older = [r for r, _ in _checkpoints(directory) if r < round_num]
+  keep = {round_num, *older[:_KEEP - 1]}
+  for r, path in _checkpoints(directory):
+    if r not in keep:
+      shutil.rmtree(path, ignore_errors=True)
+
+
+def load(directory: str, state_template: Any, identity: dict,
+         rounds: int) -> Optional[Checkpoint]:
+  """The newest usable checkpoint in ``directory``, or None when it holds none.
+
+  Args:
+    directory: where :func:`save` wrote.
+    state_template: a freshly initialised server state; gives the structure and shapes.
+    identity: this run's :func:`identity_of`.
+    rounds: this run's ``fl.rounds``; a run may be extended on resume, not shortened.
+
+  Raises:
+    CheckpointError: no checkpoint is usable, or the newest usable one belongs to
+      another run (the message names each differing field), is past round ``rounds``
+      or holds a server state of other shapes than ``state_template``.
+  """
+  unusable = []
+  for _, path in _checkpoints(directory):
+    try:
+      meta, flat, client_arrays = _read(path)
+    except _Unusable as e:
+      unusable.append(f'{path} ({e})')
+      continue
+    for reason in unusable:
+      warn(f'checkpoint {reason} is unusable; resuming from {path}')
+    _check(path, meta, identity, rounds, flat, tf.nest.flatten(state_template))
+    return Checkpoint(meta['round'], tf.nest.pack_sequence_as(state_template, flat),
+                      ClientStateStore.from_arrays(client_arrays), meta['history'])
+  if unusable:
+    raise CheckpointError(f'no usable checkpoint in {directory}: {"; ".join(unusable)}; '
+                          f'{_START_FRESH}')
+  return None
+
+
+def _flatten(values: dict, prefix: str = '') -> dict:
+  """Nested mappings as ``{'a.b': value}``; an empty mapping adds nothing."""
+  flat = {}
+  for key, value in values.items():
+    if isinstance(value, dict):
+      flat.update(_flatten(value, f'{prefix}{key}.'))
+    else:
+      flat[f'{prefix}{key}'] = value
+  return flat
+
+
+def _differences(saved: dict, current: dict) -> List[str]:
+  """``'field: checkpoint X, this run Y'`` for each field in which two identities differ."""
+  return [f'{name}: checkpoint {json.dumps(saved.get(name))}, '
+          f'this run {json.dumps(current.get(name))}'
+          for name in sorted(set(saved) | set(current))
+          if saved.get(name) != current.get(name)]
+
+
+def _check(path: str, meta: dict, identity: dict, rounds: int, flat: list,
+           template: list) -> None:
+  """Raises CheckpointError unless the checkpoint can continue this run."""
+  differences = _differences(meta['identity'], identity)
+  if differences:
+    more = len(differences) - _SHOWN_DIFFERENCES
+    shown = '; '.join(differences[:_SHOWN_DIFFERENCES]) + (f'; {more} more' if more > 0 else '')
+    raise CheckpointError(f'{path} belongs to another run ({shown}); {_START_FRESH}')
+  if meta['round'] > rounds:
+    raise CheckpointError(
+        f'{path} is at round {meta["round"]}, past fl.rounds={rounds}: a run cannot be '
+        f'shortened; set fl.rounds >= {meta["round"]}, or {_START_FRESH}')
+  if len(flat) != len(template):
+    raise CheckpointError(
+        f'{path} has {len(flat)} state tensors but this config builds {len(template)}: '
+        f'it was written by a different model or method; {_START_FRESH}')
+  for i, (saved, built) in enumerate(zip(flat, template)):
+    if saved.shape != np.shape(built):
+      raise CheckpointError(
+          f'{path}: state tensor {i} has shape {saved.shape} but this config builds '
+          f'{np.shape(built)}: it was written by a different model or method; '
+          f'{_START_FRESH}')
+
+
+def _checkpoints(directory: str) -> list:
+  """``(round, path)`` of the checkpoint directories in ``directory``, newest first."""
+  try:
+    names = os.listdir(directory)
   except FileNotFoundError:
-    return None
+    return []
+  found = [(int(m.group(1)), os.path.join(directory, name))
+           for name in names for m in [_NAME.fullmatch(name)] if m]
+  return sorted(found, reverse=True)
 
 
-def load(directory: str, state_template: Any) -> Optional[tuple]:
-  """Returns ``(round, state, store, history)`` or None when there is no checkpoint."""
-  path = latest(directory)
-  if path is None:
-    return None
-  with open(os.path.join(path, _META)) as f:
-    meta = json.load(f)
-  with np.load(os.path.join(path, _STATE)) as arrays:
-    flat = [arrays[k] for k in sorted(arrays.files)]
-  template_flat = tf.nest.flatten(state_template)
-  if len(flat) != len(template_flat):
-    raise ValueError(
-        f'checkpoint {path} has {len(flat)} state tensors but this config builds '
-        f'{len(template_flat)}: it was written by a different model or method')
-  state = tf.nest.pack_sequence_as(state_template, flat)
-  with np.load(os.path.join(path, _CLIENTS)) as arrays:
-    store = ClientStateStore.from_arrays({k: arrays[k] for k in arrays.files})
-  return meta['round'], state, store, meta['history']
+def _read(path: str) -> tuple:
+  """``(meta, state arrays, client arrays)``; raises _Unusable saying what is wrong."""
+  try:
+    with open(os.path.join(path, _META), 'rb') as f:
+      meta = json.loads(f.read())
+    missing = [key for key in ('round', 'history', 'identity', 'sha256') if key not in meta]
+    if missing:
+      raise _Unusable(f'{_META} lacks {", ".join(missing)}')
+    for name in (_STATE, _CLIENTS):
+      if _sha256(os.path.join(path, name)) != meta['sha256'].get(name):
+        raise _Unusable(f'{name} does not match its checksum')
+    with np.load(os.path.join(path, _STATE)) as arrays:
+      flat = [arrays[k] for k in sorted(arrays.files)]
+    with np.load(os.path.join(path, _CLIENTS)) as arrays:
+      client_arrays = {k: arrays[k] for k in arrays.files}
+  except OSError as e:
+    raise _Unusable(f'{os.path.basename(e.filename or path)}: {e.strerror}') from None
+  except (ValueError, TypeError, AttributeError, zipfile.BadZipFile) as e:
+    raise _Unusable(f'cannot be read: {e}') from None
+  return meta, flat, client_arrays
+
+
+def _write_npz(path: str, arrays: dict) -> None:
+  with open(path, 'wb') as f:
+    np.savez(f, **arrays)
+    f.flush()
+    os.fsync(f.fileno())
+
+
+def _sha256(path: str) -> str:
+  digest = hashlib.sha256()
+  with open(path, 'rb') as f:
+    for block in iter(lambda: f.read(1 << 20), b''):
+      digest.update(block)
+  return digest.hexdigest()

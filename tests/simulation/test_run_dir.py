@@ -1,0 +1,96 @@
+"""Output directories: no mixing with an earlier run, one writer at a time."""
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from tff_noisy.simulation import run_dir
+
+_HOLD = """
+import sys, time
+from tff_noisy.simulation import run_dir
+with run_dir.claim(sys.argv[1], resume=True):
+  print('holding', flush=True)
+  time.sleep(600)
+"""
+
+
+def _earlier_run(out):
+  for name in ('results.json', 'metrics.csv', 'final_weights.npz', 'notes.txt'):
+    (out / name).write_text('x')
+  for name in ('checkpoints/round_00002', 'tb'):
+    (out / name).mkdir(parents=True)
+
+
+def test_new_and_empty_directories_are_claimed_and_released(tmp_path):
+  (tmp_path / 'empty').mkdir()
+  for out in (tmp_path / 'new' / 'nested', tmp_path / 'empty'):
+    with run_dir.claim(str(out)):
+      assert (out / run_dir.LOCK_FILE).read_text().startswith('{"pid": ' + str(os.getpid()))
+    assert list(out.iterdir()) == []
+
+
+def test_non_empty_directory_needs_resume_or_overwrite(tmp_path):
+  _earlier_run(tmp_path)
+  with pytest.raises(run_dir.RunDirError, match=r'--out: .* is not empty \(checkpoints, '
+                     r'final_weights.npz, metrics.csv, \.\.\.\); continue that run with '
+                     r'--resume, replace it with --overwrite'):
+    with run_dir.claim(str(tmp_path)):
+      pass
+  with run_dir.claim(str(tmp_path), resume=True):
+    assert (tmp_path / 'checkpoints' / 'round_00002').is_dir()
+  with run_dir.claim(str(tmp_path), overwrite=True):
+    assert sorted(p.name for p in tmp_path.iterdir()) == [run_dir.LOCK_FILE, 'notes.txt']
+
+
+def test_out_that_is_a_file_is_refused(tmp_path):
+  (tmp_path / 'f').write_text('x')
+  for flags in ({}, {'resume': True}, {'overwrite': True}):
+    with pytest.raises(run_dir.RunDirError, match='--out: .*/f is a file, not a directory'):
+      with run_dir.claim(str(tmp_path / 'f'), **flags):
+        pass
+
+
+def _holder(out):
+  process = subprocess.Popen([sys.executable, '-c', _HOLD, str(out)], stdout=subprocess.PIPE,
+                             text=True)
+  assert process.stdout.readline().strip() == 'holding'
+  return process
+
+
+def test_second_writer_is_refused_naming_the_first(tmp_path):
+  holder = _holder(tmp_path)
+  try:
+    with pytest.raises(run_dir.RunDirError) as error:
+      with run_dir.claim(str(tmp_path), resume=True):
+        pass
+    message = str(error.value)
+    assert f'is in use by PID {holder.pid} on ' in message and '-c' in message
+    assert 'choose another --out' in message
+  finally:
+    holder.send_signal(signal.SIGTERM)
+    holder.wait()
+
+
+def test_lock_of_a_killed_run_is_taken_over_with_a_warning(tmp_path, capsys):
+  holder = _holder(tmp_path)
+  holder.kill()  # SIGKILL: the lock file stays, naming a dead process.
+  holder.wait()
+  assert f'"pid": {holder.pid}' in (tmp_path / run_dir.LOCK_FILE).read_text()
+  with run_dir.claim(str(tmp_path), resume=True):
+    pass
+  warning = capsys.readouterr().err.strip()
+  assert warning.startswith('tff-noisy: warning: taking over ')
+  assert f'PID {holder.pid}' in warning and 'no longer running' in warning
+  assert '\n' not in warning
+
+
+def test_lock_is_released_when_the_run_fails(tmp_path):
+  with pytest.raises(KeyboardInterrupt):
+    with run_dir.claim(str(tmp_path)):
+      raise KeyboardInterrupt
+  assert not (tmp_path / run_dir.LOCK_FILE).exists()
+  with run_dir.claim(str(tmp_path)):
+    pass

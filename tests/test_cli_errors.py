@@ -1,0 +1,141 @@
+"""Bad input ends in one `tff-noisy: error:` line (exit 2), Ctrl-C in one line (exit 130)."""
+import os
+import subprocess
+import sys
+import types
+
+import pytest
+
+from experiments import run as cli
+from tff_noisy import config as config_lib
+from tff_noisy import simulation
+from tff_noisy.simulation import results as results_lib
+from tff_noisy.simulation import run_dir
+
+_DEMO = os.path.join(os.path.dirname(__file__), '..', 'experiments', 'configs', 'demo.yaml')
+
+
+def _fails(capsys, argv, status=2) -> str:
+  """Runs the CLI; returns its one error line, without the prefix."""
+  with pytest.raises(SystemExit) as exit_info:
+    cli.main(argv)
+  assert exit_info.value.code == status
+  err = capsys.readouterr().err
+  assert err.count('\n') == 1 and err.startswith('tff-noisy: error: '), err
+  assert 'Traceback' not in err
+  return err[len('tff-noisy: error: '):].strip()
+
+
+@pytest.mark.parametrize('text, value', [
+    ('1e-3', 1e-3), ('5e-4', 5e-4), ('1E6', 1e6), ('+1e3', 1e3), ('1.5e-2', 0.015),
+    ('0.05', 0.05), ('2', 2.0),
+])
+def test_numbers_in_exponent_form_are_numbers(tmp_path, text, value):
+  config = config_lib.load(_DEMO, [f'fl.client_lr={text}'])
+  assert config.fl.client_lr == value and isinstance(config.fl.client_lr, float)
+  path = tmp_path / 'c.yaml'
+  path.write_text(f'fl:\n  client_lr: {text}\n  rounds: 1e2\ndata:\n  train_subset: 1E3\n')
+  config = config_lib.load(str(path))
+  assert config.fl.client_lr == value
+  assert (config.fl.rounds, config.data.train_subset) == (100, 1000)
+  assert isinstance(config.fl.rounds, int)
+
+
+@pytest.mark.parametrize('override, message', [
+    ('fl.client_lr=abc', "fl.client_lr: expected a number, got 'abc'"),
+    ('fl.client_lr=1e-3x', "fl.client_lr: expected a number, got '1e-3x'"),
+    ('fl.rounds=2.5', 'fl.rounds: expected an integer, got 2.5'),
+    ('fl.rounds=1e-3', 'fl.rounds: expected an integer, got 0.001'),
+    ('seed=-1', 'seed: must be an integer in [0, 2**32 - 1], got -1'),
+    ('fl.x=[1,', "--set fl.x=[1,: invalid YAML: while parsing a flow node: expected the "
+                 "node content, but found '<stream end>' (line 1, column 4)"),
+])
+def test_bad_values_say_what_they_got(capsys, tmp_path, override, message):
+  assert _fails(capsys, ['run', _DEMO, '--set', override, '--out', str(tmp_path)]) == message
+
+
+def test_yaml_syntax_error_is_one_line_with_line_and_column(capsys, tmp_path):
+  path = tmp_path / 'bad.yaml'
+  path.write_text('fl:\n  rounds: 3\n  client_lr 0.1\n')
+  message = _fails(capsys, ['data', 'build', str(path)])
+  assert message.startswith(f'config file {path}: invalid YAML: ')
+  assert '(line 4, column 1)' in message
+
+
+def test_config_path_that_is_a_directory(capsys, tmp_path):
+  assert _fails(capsys, ['run', str(tmp_path), '--out', str(tmp_path / 'o')]) == (
+      f'config file {tmp_path} is a directory; give a YAML file')
+
+
+def test_grid_seeds_that_are_not_integers(capsys, tmp_path):
+  assert _fails(capsys, ['grid', _DEMO, '--methods', 'fedavg', '--seeds', '0,x', '--out',
+                         str(tmp_path)]) == (
+      "--seeds: expected comma-separated integers, e.g. 0,1,2; got '0,x'")
+
+
+def test_out_that_is_a_file_or_holds_another_run(capsys, tmp_path):
+  (tmp_path / 'f').write_text('x')
+  assert _fails(capsys, ['run', _DEMO, '--out', str(tmp_path / 'f')]) == (
+      f'--out: {tmp_path / "f"} is a file, not a directory')
+  (tmp_path / 'old').mkdir()
+  (tmp_path / 'old' / 'results.json').write_text('{}')
+  for command in (['run', _DEMO], ['compare', _DEMO, '--methods', 'fedavg']):
+    message = _fails(capsys, command + ['--out', str(tmp_path / 'old')])
+    assert message.startswith(f'--out: {tmp_path / "old"} is not empty (results.json)')
+    assert '--resume' in message and '--overwrite' in message
+
+
+def test_resume_and_overwrite_exclude_each_other(capsys, tmp_path):
+  with pytest.raises(SystemExit) as exit_info:
+    cli.main(['run', _DEMO, '--out', str(tmp_path), '--resume', '--overwrite'])
+  assert exit_info.value.code == 2
+  assert 'not allowed with argument --resume' in capsys.readouterr().err
+
+
+def test_ctrl_c_is_one_line_and_releases_the_output_directory(capsys, tmp_path, monkeypatch):
+
+  def interrupted(config, out_dir, resume):
+    assert (tmp_path / run_dir.LOCK_FILE).exists()
+    raise KeyboardInterrupt
+
+  fake_driver = types.SimpleNamespace(run_experiment=interrupted)
+  monkeypatch.setitem(sys.modules, 'tff_noisy.simulation.driver', fake_driver)
+  monkeypatch.setattr(simulation, 'driver', fake_driver, raising=False)
+  assert _fails(capsys, ['run', _DEMO, '--out', str(tmp_path)], status=130) == (
+      'interrupted; continue with --resume')
+  assert not (tmp_path / run_dir.LOCK_FILE).exists()
+
+
+def test_export_of_truncated_weights(capsys, tmp_path):
+  config = config_lib.load(_DEMO)
+  results_lib.write(str(tmp_path), results_lib.Results(
+      config=config.to_dict(), data_hash=config.data_hash(), method='fedavg', params={},
+      rounds=[], client_noise_rates={}))
+  (tmp_path / results_lib.WEIGHTS_FILE).write_bytes(b'PK\x03\x04 truncated')
+  message = _fails(capsys, ['export', str(tmp_path)])
+  assert message.startswith(f'{tmp_path / results_lib.WEIGHTS_FILE} cannot be read (')
+  assert '--resume' in message
+
+
+_MAIN = """
+import sys
+from experiments import run
+try:
+  run.main(sys.argv[1:])
+except SystemExit as e:
+  print('exit', e.code, 'tensorflow' in sys.modules)
+"""
+
+
+def test_export_quantize_is_checked_before_importing_tensorflow(tmp_path):
+  done = subprocess.run([sys.executable, '-c', _MAIN, 'export', str(tmp_path), '--quantize',
+                         'int4'], capture_output=True, text=True, timeout=120)
+  assert done.stdout.split() == ['exit', '2', 'False']
+  assert done.stderr == ("tff-noisy: error: unknown quantize 'int4'; allowed: none, float16, "
+                         'dynamic, int8\n')
+
+
+def test_export_knows_the_converters_modes():
+  from tflite_export import convert  # pylint: disable=g-import-not-at-top
+  from tflite_export import export_run  # pylint: disable=g-import-not-at-top
+  assert export_run.QUANTIZE_MODES == convert.QUANTIZATIONS

@@ -1,0 +1,113 @@
+"""Killed or interrupted runs leave no TFF worker behind; Ctrl-C exits 130 in one line."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+_DEMO = os.path.join(os.path.dirname(__file__), '..', 'experiments', 'configs', 'demo.yaml')
+_ONE_COMPUTATION = """
+import os, sys, time
+import tensorflow as tf
+from tff_noisy import tff_runtime
+tff = tff_runtime.import_tff()
+
+@tff.tensorflow.computation(tf.int32)
+def add_one(x):
+  return x + 1
+
+assert add_one(1) == 2
+with open(sys.argv[1] + '.tmp', 'w') as f:
+  f.write(' '.join(str(p.pid) for p in tff_runtime._worker_processes()))
+os.replace(sys.argv[1] + '.tmp', sys.argv[1])
+time.sleep(600)
+"""
+
+
+def _alive(pid: int) -> bool:
+  try:
+    with open(f'/proc/{pid}/stat') as f:
+      return f.read().rsplit(')', 1)[1].split()[0] != 'Z'
+  except FileNotFoundError:
+    return False
+
+
+def _workers_of(pid: int) -> list:
+  """PIDs of the live ``worker_binary`` children of ``pid``."""
+  found = []
+  for entry in filter(str.isdigit, os.listdir('/proc')):
+    try:
+      with open(f'/proc/{entry}/stat') as f:
+        name, fields = f.read().rsplit(')', 1)
+    except FileNotFoundError:
+      continue
+    if name.endswith('(worker_binary') and int(fields.split()[1]) == pid:
+      found.append(int(entry))
+  return found
+
+
+def _wait(condition, seconds: float) -> bool:
+  deadline = time.monotonic() + seconds
+  while not condition():
+    if time.monotonic() > deadline:
+      return False
+    time.sleep(0.1)
+  return True
+
+
+def _stop(process, workers):
+  """Cleans up after a failed test: the process, and only the workers it started."""
+  if process.poll() is None:
+    process.kill()
+    process.wait()
+  for pid in workers:
+    if _alive(pid):
+      os.kill(pid, signal.SIGKILL)
+
+
+def test_worker_dies_when_its_parent_is_killed(tmp_path):
+  pid_file = tmp_path / 'worker_pids'
+  parent = subprocess.Popen([sys.executable, '-c', _ONE_COMPUTATION, str(pid_file)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'))
+  workers = []
+  try:
+    assert _wait(lambda: pid_file.exists() or parent.poll() is not None, 300)
+    assert parent.poll() is None, 'the script failed before starting a worker'
+    workers = [int(p) for p in pid_file.read_text().split()]
+    assert workers and all(_alive(pid) for pid in workers)
+    parent.kill()  # SIGKILL: no exit handler runs.
+    parent.wait()
+    assert _wait(lambda: not any(_alive(pid) for pid in workers), 5), 'the worker survived'
+  finally:
+    _stop(parent, workers)
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_training_exits_130_and_stops_the_worker(tmp_path):
+  out = tmp_path / 'out'
+  command = [sys.executable, '-m', 'experiments.run', 'run', _DEMO, '--out', str(out),
+             '--set', 'fl.rounds=1000', '--set', 'fl.checkpoint_every=1000',
+             '--set', f'data.cache_dir={tmp_path / "cache"}']
+  process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'))
+  workers = []
+  try:
+
+    def training_or_failed():
+      workers[:] = workers or _workers_of(process.pid)
+      return process.poll() is not None or bool(workers) and (out / 'tb').exists()
+
+    assert _wait(training_or_failed, 300) and process.poll() is None, 'training did not start'
+    time.sleep(2)  # Some rounds in.
+    process.send_signal(signal.SIGINT)  # What Ctrl-C sends (the worker has its own session).
+    _, err = process.communicate(timeout=60)
+  finally:
+    _stop(process, workers)
+  assert process.returncode == 130, err[-2000:]
+  assert err.strip().splitlines()[-1] == 'tff-noisy: error: interrupted; continue with --resume'
+  assert 'Traceback' not in err
+  assert not any(_alive(pid) for pid in workers)
+  assert not (out / '.tff-noisy.lock').exists()
