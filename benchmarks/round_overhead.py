@@ -21,7 +21,7 @@ import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
 import models  # pylint: disable=g-import-not-at-top
 from tff_noisy.data import sources  # pylint: disable=g-import-not-at-top
-from tff_noisy.federated.algorithms import fedavg  # pylint: disable=g-import-not-at-top
+from tff_noisy.federated import process as process_lib  # pylint: disable=g-import-not-at-top
 from tff_noisy.simulation import driver  # pylint: disable=g-import-not-at-top
 from tff_noisy.tff_runtime import import_tff  # pylint: disable=g-import-not-at-top
 
@@ -55,7 +55,7 @@ def main():
     return [driver.client_dataset(x[i::args.clients], y[i::args.clients], args.batch_size, i)
             for i in range(args.clients)]
 
-  process = fedavg.build_fedavg_process(
+  process = process_lib.build_process(
       model_fn, datasets()[0].element_spec, tff.learning.optimizers.build_sgdm(lr))
   keras_model = model_fn()
   keras_model.compile(optimizer=tf.keras.optimizers.SGD(lr),
@@ -64,7 +64,7 @@ def main():
 
   def fedavg_round():
     nonlocal state
-    state = process.next(state, datasets()).state
+    state = process.next(state, datasets(), [()] * args.clients).state
 
   def keras_epoch():
     keras_model.fit(x, y, batch_size=args.batch_size, epochs=1, shuffle=True, verbose=0)

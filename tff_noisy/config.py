@@ -1,8 +1,10 @@
 """ExperimentConfig: one YAML file describes data, partition, noise, model, method and schedule.
 
-Loading checks every key and type and names the closest valid key for a typo; the
-section validators (in the modules that own each choice) check values, all before any
-work starts. Errors are :class:`ConfigError` and name the field, e.g. ``noise.rate``.
+Loading checks every key and type and names the closest valid key for a typo, and the
+values of the fields defined here. The choices that other modules own (dataset, noise,
+method and its parameters, aggregator) are checked by ``tff_noisy.validation``, which
+sits above this module, all before any work starts. Errors are :class:`ConfigError`
+and name the field, e.g. ``noise.rate``.
 """
 
 import dataclasses
@@ -12,11 +14,8 @@ import json
 import typing
 from typing import Any, Optional
 
-import yaml
-
-
-class ConfigError(ValueError):
-  """A configuration value is missing, unknown or outside what is allowed."""
+from tff_noisy import yamlio
+from tff_noisy.errors import ConfigError  # pylint: disable=unused-import (re-exported)
 
 
 @dataclasses.dataclass
@@ -90,6 +89,9 @@ class FLConfig:
   server_lr: float = 1.0
   eval_every: int = 1
   checkpoint_every: int = 5
+  weight_decay: float = 0.0  # Coupled L2 on trainable weights: the gradient gains wd * w.
+  aggregator: str = 'mean'  # See tff_noisy/federated/aggregators/ (README: Aggregators).
+  aggregator_params: dict = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -104,6 +106,12 @@ class ExperimentConfig:
 
   def to_dict(self) -> dict:
     return dataclasses.asdict(self)
+
+  def clients_per_round(self) -> int:
+    """Clients sampled per round: fl.clients_per_round, else participation x clients."""
+    if self.fl.clients_per_round is not None:
+      return self.fl.clients_per_round
+    return max(1, int(round(self.fl.participation * self.partition.num_clients)))
 
   def data_dict(self) -> dict:
     """The part of the config that determines the federated data (its cache key)."""
@@ -135,6 +143,8 @@ def _type_ok(value: Any, annotation: Any) -> Any:
       raise TypeError('a number')
     return float(value)
   if annotation is int:
+    if isinstance(value, float) and value.is_integer():
+      return int(value)  # 1e6, as people write large counts.
     if isinstance(value, bool) or not isinstance(value, int):
       raise TypeError('an integer')
     return value
@@ -189,7 +199,7 @@ def from_dict(values: dict) -> ExperimentConfig:
 
 
 def apply_overrides(values: dict, overrides: list) -> dict:
-  """Applies ``key.sub=value`` strings (values parsed as YAML) to nested dicts."""
+  """Applies ``key.sub=value`` strings (values parsed as YAML, see yamlio) to nested dicts."""
   for item in overrides or ():
     if '=' not in item:
       raise ConfigError(f"--set {item!r}: expected key=value, e.g. fl.rounds=20")
@@ -200,7 +210,10 @@ def apply_overrides(values: dict, overrides: list) -> dict:
       target = target.setdefault(part, {})
       if not isinstance(target, dict):
         raise ConfigError(f'--set {key}: {part} is not a section')
-    target[parts[-1]] = yaml.safe_load(raw)
+    try:
+      target[parts[-1]] = yamlio.load(raw)
+    except yamlio.YamlError as e:
+      raise ConfigError(f'--set {item}: invalid YAML: {e}') from None
   return values
 
 
@@ -208,9 +221,22 @@ def load(path: str, overrides: Optional[list] = None) -> ExperimentConfig:
   """Loads a YAML config file, applies ``--set`` overrides and validates it."""
   try:
     with open(path) as f:
-      values = yaml.safe_load(f) or {}
+      values = yamlio.load(f)
   except FileNotFoundError:
     raise ConfigError(f'config file not found: {path}') from None
+  except IsADirectoryError:
+    raise ConfigError(f'config file {path} is a directory; give a YAML file') from None
+  except OSError as e:
+    raise ConfigError(f'config file {path}: {e.strerror}') from None
+  except UnicodeDecodeError:
+    raise ConfigError(f'config file {path}: not a UTF-8 text file') from None
+  except yamlio.YamlError as e:
+    raise ConfigError(f'config file {path}: invalid YAML: {e}') from None
+  if values is None:
+    values = {}
+  if not isinstance(values, dict):
+    raise ConfigError(f'config file {path}: expected a mapping of sections (seed, data, '
+                      f'fl, ...), got a {type(values).__name__}')
   return from_dict(apply_overrides(values, overrides))
 
 
@@ -221,6 +247,8 @@ def _require(condition: bool, field: str, message: str):
 
 def validate(config: ExperimentConfig) -> None:
   """Checks values that need no data; the data layer checks the rest before building."""
+  _require(0 <= config.seed < 2**32, 'seed',
+           f'must be an integer in [0, 2**32 - 1], got {config.seed}')
   if config.model.width is not None:
     _require(config.model.width >= 1, 'model.width', f'must be >= 1, got {config.model.width}')
   fl = config.fl
@@ -242,13 +270,4 @@ def validate(config: ExperimentConfig) -> None:
   _require(fl.eval_every >= 1, 'fl.eval_every', f'must be >= 1, got {fl.eval_every}')
   _require(fl.checkpoint_every >= 1, 'fl.checkpoint_every',
            f'must be >= 1, got {fl.checkpoint_every}')
-  for validator in _section_validators():
-    validator(config)
-
-
-def _section_validators():
-  # Imported here so that config.py stays importable without TensorFlow.
-  from tff_noisy import methods  # pylint: disable=g-import-not-at-top
-  from tff_noisy.data import federated  # pylint: disable=g-import-not-at-top
-  return [federated.validate_config,
-          methods.validate]
+  _require(fl.weight_decay >= 0, 'fl.weight_decay', f'must be >= 0, got {fl.weight_decay}')

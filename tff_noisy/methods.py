@@ -1,129 +1,224 @@
-"""The methods a config can name, with their parameters and defaults.
+"""The method registry: every method a config can name, its typed parameters, its algorithm.
 
-Kept free of TensorFlow Federated so that a config is validated before anything heavy
-is imported; ``tff_noisy.federated.algorithms`` maps each name to its builder.
+Kept free of TensorFlow so that a config is validated before anything heavy is imported;
+``tff_noisy.federated.algorithms.method_class`` imports the algorithm a name points to.
+Parameters are dataclasses; groups that several methods share (the encoder of NNC,
+NA-FedAvg's estimation, FedProx's mu) are one class each, so two methods can reuse a
+group and no method's parameter can collide with another's. ``check`` methods raise
+:class:`ConfigError` naming the field (``method.params.k``).
 """
 
+import dataclasses
 import difflib
+import typing
+from typing import Optional
 
-from tff_noisy.config import ConfigError
+from tff_noisy.errors import ConfigError
 
-_NNC = {
-    'k': 100,  # Neighbours in the vote, the sample itself included (clipped to the client).
-    'encoder': 'pca',  # 'pca' (label-free, offline) or a TF-Hub handle / SavedModel dir.
-    'pca_components': 50,
-    'pca_sqrt': False,  # PCA of square-rooted inputs (Hellinger distance); inputs >= 0.
-    'encoder_input_size': None,  # [height, width] a hub encoder expects (None: as is).
-    'encoder_channels': None,  # Channels a hub encoder expects (grayscale is tiled).
-}
-_NA = {
-    'activation_round': 25,  # R_c: every client takes part and is scored.
-    'nu': 75.0,  # Percentile of the pooled global-model scores used as threshold.
-    'temperature': 1.0,  # Energy-score temperature T.
-    'threshold': 'pooled',  # 'pooled': server sees scores; 'private': only histograms.
-    'score_range': [-50.0, 150.0],  # Private variant: histogram range of energy scores.
-    'score_bins': 4000,  # Private variant: histogram bins (tau within one bin width).
-}
-
-_FEDDS = {
-    'max_iter': 500,  # Dawid-Skene EM iterations at most.
-    'tol': 1e-5,  # Stop when no posterior changes by more.
-    'use_prior': True,  # Class prior in the E-step (the paper); False: uniform ([code]).
-    'smoothing': 0.0,  # Laplace smoothing of the M-step counts.
-    'weight_mode': 'reliability',  # 'reliability' (Eq. 8) or 'reliability_x_n'.
-    'em': 'central',  # 'central': the server labels the public set with each client's
-    # model and fits DS; 'federated': clients label it and the server sees only sums.
-}
-
-# name -> {parameter: default}
-METHOD_PARAMS = {
-    'fedavg': {},
-    'fedprox': {'mu': 0.01},
-    'fedln': dict(_NNC, **_NA),
-    'fedln_nnc': dict(_NNC),
-    'fedln_nafedavg': dict(_NA),
-    'fedds': dict(_FEDDS),
-    'fedds_fedprox': dict(_FEDDS, mu=0.01),
-}
+_FIELD = 'method.params.'
 
 
-def _check(condition: bool, field: str, message: str):
-  if not condition:
-    raise ConfigError(f'method.params.{field}: {message}')
-
-
-def _is_number(value) -> bool:
+def _number(value) -> bool:
   return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def resolve_params(name: str, params: dict, rounds: int = None) -> dict:
-  """Returns the method's parameters with defaults filled in; raises ConfigError.
+def _integer(value) -> bool:
+  return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _require(condition: bool, name: str, message: str, value) -> None:
+  if not condition:
+    raise ConfigError(f'{_FIELD}{name}: needs {message}, got {value!r}')
+
+
+@dataclasses.dataclass(frozen=True)
+class Params:
+  """Parameters of a method that has none (FedAvg); the base of every parameter class.
+
+  ``validate`` checks every value's type from the annotations, then ``check``: each
+  class checks its own values' ranges and calls ``super().check`` (so a method that
+  combines groups checks them all, its own first).
+  """
+
+  def validate(self, rounds: int) -> None:
+    """Raises ConfigError unless every value is allowed; ``rounds`` is fl.rounds."""
+    self._check_types()
+    self.check(rounds)
+
+  def check(self, rounds: int) -> None:
+    del rounds
+
+  def _check_types(self) -> None:
+    hints = typing.get_type_hints(type(self))
+    for field in dataclasses.fields(self):
+      value = getattr(self, field.name)
+      annotation = hints[field.name]
+      if typing.get_origin(annotation) is typing.Union:
+        if value is None:
+          continue
+        annotation = typing.get_args(annotation)[0]
+      checks = {int: (_integer, 'an integer'), float: (_number, 'a number'),
+                bool: (lambda v: isinstance(v, bool), 'true or false'),
+                str: (lambda v: isinstance(v, str) and bool(v), 'a non-empty string'),
+                list: (lambda v: isinstance(v, (list, tuple)), 'a list')}
+      test, what = checks[annotation]
+      _require(test(value), field.name, what, value)
+
+
+@dataclasses.dataclass(frozen=True)
+class ProximalParams(Params):
+  mu: float = 0.01  # FedProx proximal strength (Li et al. 2020, Eq. 2).
+
+  def check(self, rounds):
+    _require(self.mu > 0, 'mu', 'a number > 0 (FedProx)', self.mu)
+    super().check(rounds)
+
+
+@dataclasses.dataclass(frozen=True)
+class EncoderParams(Params):
+  """A frozen encoder of client inputs (NNC's kNN vote; LSC's neighbours)."""
+  encoder: str = 'pca'  # 'pca' (label-free, offline) or a TF-Hub handle / SavedModel dir.
+  pca_components: int = 50
+  pca_sqrt: bool = False  # PCA of square-rooted inputs (Hellinger distance); inputs >= 0.
+  encoder_input_size: Optional[list] = None  # [height, width] a hub encoder expects.
+  encoder_channels: Optional[int] = None  # Channels a hub encoder expects (gray is tiled).
+
+  def check(self, rounds):
+    _require(self.pca_components >= 1, 'pca_components', 'an integer >= 1',
+             self.pca_components)
+    super().check(rounds)
+
+
+@dataclasses.dataclass(frozen=True)
+class NNCParams(EncoderParams):
+  k: int = 100  # Neighbours in the vote, the sample itself included (clipped to the client).
+
+  def check(self, rounds):
+    _require(self.k >= 1, 'k', 'an integer >= 1', self.k)
+    super().check(rounds)
+
+
+@dataclasses.dataclass(frozen=True)
+class NoiseAwareParams(Params):
+  """NA-FedAvg's noise estimation (specs/fedln.md Eq. 2)."""
+  activation_round: int = 25  # R_c: every client takes part and is scored.
+  nu: float = 75.0  # Percentile of the pooled global-model scores used as threshold.
+  temperature: float = 1.0  # Energy-score temperature T.
+  threshold: str = 'pooled'  # 'pooled': server sees scores; 'private': only histograms.
+  score_range: list = (-50.0, 150.0)  # Private variant: histogram range of energy scores.
+  score_bins: int = 4000  # Private variant: histogram bins (tau within one bin width).
+
+  def check(self, rounds):
+    _require(0 < self.nu < 100, 'nu', 'a percentile in (0, 100)', self.nu)
+    _require(self.temperature > 0, 'temperature', 'a number > 0', self.temperature)
+    _require(self.threshold in ('pooled', 'private'), 'threshold', "'pooled' or 'private'",
+             self.threshold)
+    low_high = self.score_range
+    _require(len(low_high) == 2 and all(_number(v) for v in low_high)
+             and low_high[0] < low_high[1], 'score_range', '[low, high] with low < high',
+             low_high)
+    _require(self.score_bins >= 2, 'score_bins', 'an integer >= 2', self.score_bins)
+    _require(self.activation_round >= 1, 'activation_round', 'an integer >= 1',
+             self.activation_round)
+    _require(self.activation_round <= rounds, 'activation_round',
+             f'a round within fl.rounds={rounds}', self.activation_round)
+    super().check(rounds)
+
+
+@dataclasses.dataclass(frozen=True)
+class FedLNParams(NNCParams, NoiseAwareParams):
+  """NNC and NA-FedAvg together."""
+
+
+@dataclasses.dataclass(frozen=True)
+class FedDSParams(Params):
+  max_iter: int = 500  # Dawid-Skene EM iterations at most.
+  tol: float = 1e-5  # Stop when no posterior changes by more.
+  use_prior: bool = True  # Class prior in the E-step (the paper); False: uniform ([code]).
+  smoothing: float = 0.0  # Laplace smoothing of the M-step counts.
+  weight_mode: str = 'reliability'  # 'reliability' (Eq. 8) or 'reliability_x_n'.
+  em: str = 'central'  # 'central': the server fits DS on the clients' public-set labels;
+  # 'federated': clients label the public set and the server sees only summed EM terms.
+
+  def check(self, rounds):
+    _require(self.max_iter >= 1, 'max_iter', 'an integer >= 1', self.max_iter)
+    _require(self.tol >= 0, 'tol', 'a number >= 0', self.tol)
+    _require(self.smoothing >= 0, 'smoothing', 'a number >= 0', self.smoothing)
+    _require(self.weight_mode in ('reliability', 'reliability_x_n'), 'weight_mode',
+             "'reliability' or 'reliability_x_n'", self.weight_mode)
+    _require(self.em in ('central', 'federated'), 'em', "'central' or 'federated'", self.em)
+    super().check(rounds)
+
+
+@dataclasses.dataclass(frozen=True)
+class FedDSProxParams(FedDSParams, ProximalParams):
+  """FedDS weighting over FedProx local training."""
+
+
+@dataclasses.dataclass(frozen=True)
+class MethodSpec:
+  params: type  # A Params subclass.
+  algorithm: str  # 'module:Class' of its ``Method`` in tff_noisy.federated.algorithms.
+  summary: str
+  needs_public_split: bool = False
+
+
+_ALGORITHMS = 'tff_noisy.federated.algorithms.'
+METHODS = {
+    'fedavg': MethodSpec(Params, _ALGORITHMS + 'fedavg:FedAvg', 'FedAvg (baseline)'),
+    'fedprox': MethodSpec(ProximalParams, _ALGORITHMS + 'fedprox:FedProx',
+                          'FedProx (baseline): local proximal term'),
+    'fedln': MethodSpec(FedLNParams, _ALGORITHMS + 'fedln:FedLN',
+                        'FedLN: NNC label correction + NA-FedAvg weighting'),
+    'fedln_nnc': MethodSpec(NNCParams, _ALGORITHMS + 'fedln:FedLNNNC',
+                            'FedLN: NNC kNN label correction only'),
+    'fedln_nafedavg': MethodSpec(NoiseAwareParams, _ALGORITHMS + 'fedln:FedLNNAFedAvg',
+                                 'FedLN: NA-FedAvg noise-aware weighting only'),
+    'fedds': MethodSpec(FedDSParams, _ALGORITHMS + 'fedds:FedDS',
+                        'FedDS: Dawid-Skene client reliabilities as weights',
+                        needs_public_split=True),
+    'fedds_fedprox': MethodSpec(FedDSProxParams, _ALGORITHMS + 'fedds:FedDS',
+                                'FedDS over FedProx local training', needs_public_split=True),
+}
+
+
+def param_names(name: str) -> tuple:
+  """The parameter names method ``name`` takes."""
+  return tuple(f.name for f in dataclasses.fields(METHODS[name].params))
+
+
+def _owners(key: str) -> list:
+  return [name for name in METHODS if key in param_names(name)]
+
+
+def resolve_params(name: str, params: dict, rounds: int) -> Params:
+  """Method ``name``'s parameters with defaults filled in; raises ConfigError.
 
   ``rounds`` (fl.rounds) bounds round-valued parameters such as FedLN's R_c.
   """
-  if name not in METHOD_PARAMS:
-    raise ConfigError(
-        f"method.name: unknown method '{name}'; allowed: {', '.join(METHOD_PARAMS)}")
-  defaults = METHOD_PARAMS[name]
+  if name not in METHODS:
+    close = difflib.get_close_matches(str(name), list(METHODS), n=1)
+    hint = f"did you mean '{close[0]}'? " if close else ''
+    raise ConfigError(f"method.name: unknown method '{name}'; {hint}"
+                      f"allowed: {', '.join(METHODS)}")
+  allowed = param_names(name)
   for key in params:
-    if key not in defaults:
-      close = difflib.get_close_matches(key, list(defaults), n=1, cutoff=0.5)
+    if key not in allowed:
+      owners = _owners(key)
+      close = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.5)
+      belongs = f" (it belongs to {', '.join(owners)})" if owners else ''
       hint = f"; did you mean '{close[0]}'?" if close else ''
-      allowed = ', '.join(defaults) or 'none'
-      raise ConfigError(
-          f"method.params.{key}: not a parameter of '{name}'{hint} Allowed: {allowed}")
-  resolved = dict(defaults, **params)
-  if 'mu' in resolved:
-    _check(_is_number(resolved['mu']) and resolved['mu'] > 0, 'mu',
-           f"FedProx needs a number > 0, got {resolved['mu']!r}")
-  if 'k' in resolved:
-    k = resolved['k']
-    _check(isinstance(k, int) and not isinstance(k, bool) and k >= 1, 'k',
-           f'needs an integer >= 1, got {k!r}')
-    _check(isinstance(resolved['encoder'], str) and resolved['encoder'], 'encoder',
-           "needs 'pca' or a TF-Hub handle / SavedModel directory")
-    _check(isinstance(resolved['pca_components'], int) and resolved['pca_components'] >= 1,
-           'pca_components', f"needs an integer >= 1, got {resolved['pca_components']!r}")
-    _check(isinstance(resolved['pca_sqrt'], bool), 'pca_sqrt',
-           f"needs true or false, got {resolved['pca_sqrt']!r}")
-  if 'nu' in resolved:
-    _check(_is_number(resolved['nu']) and 0 < resolved['nu'] < 100, 'nu',
-           f"needs a percentile in (0, 100), got {resolved['nu']!r}")
-    _check(_is_number(resolved['temperature']) and resolved['temperature'] > 0,
-           'temperature', f"needs a number > 0, got {resolved['temperature']!r}")
-    _check(resolved['threshold'] in ('pooled', 'private'), 'threshold',
-           f"needs 'pooled' or 'private', got {resolved['threshold']!r}")
-    low_high = resolved['score_range']
-    _check(isinstance(low_high, (list, tuple)) and len(low_high) == 2
-           and all(_is_number(v) for v in low_high) and low_high[0] < low_high[1],
-           'score_range', f'needs [low, high] with low < high, got {low_high!r}')
-    _check(isinstance(resolved['score_bins'], int) and resolved['score_bins'] >= 2,
-           'score_bins', f"needs an integer >= 2, got {resolved['score_bins']!r}")
-    r_c = resolved['activation_round']
-    _check(isinstance(r_c, int) and r_c >= 1, 'activation_round',
-           f'needs an integer >= 1, got {r_c!r}')
-    if rounds is not None:
-      _check(r_c <= rounds, 'activation_round',
-             f'R_c={r_c} is beyond the last round (fl.rounds={rounds})')
-  if 'max_iter' in resolved:
-    _check(isinstance(resolved['max_iter'], int) and resolved['max_iter'] >= 1, 'max_iter',
-           f"needs an integer >= 1, got {resolved['max_iter']!r}")
-    _check(_is_number(resolved['tol']) and resolved['tol'] >= 0, 'tol',
-           f"needs a number >= 0, got {resolved['tol']!r}")
-    _check(_is_number(resolved['smoothing']) and resolved['smoothing'] >= 0, 'smoothing',
-           f"needs a number >= 0, got {resolved['smoothing']!r}")
-    _check(isinstance(resolved['use_prior'], bool), 'use_prior', 'needs true or false')
-    _check(resolved['weight_mode'] in ('reliability', 'reliability_x_n'), 'weight_mode',
-           f"needs 'reliability' or 'reliability_x_n', got {resolved['weight_mode']!r}")
-    _check(resolved['em'] in ('central', 'federated'), 'em',
-           f"needs 'central' or 'federated', got {resolved['em']!r}")
+      raise ConfigError(f"{_FIELD}{key}: not a parameter of '{name}'{belongs}{hint} "
+                        f"Allowed: {', '.join(allowed) or 'none'}")
+  resolved = METHODS[name].params(**params)
+  resolved.validate(rounds)
   return resolved
 
 
-def validate(config) -> dict:
+def validate(config) -> Params:
   """Checks the config's method against its parameters and data; returns the params."""
   params = resolve_params(config.method.name, config.method.params, config.fl.rounds)
-  if config.method.name.startswith('fedds') and config.data.public_fraction <= 0:
+  if METHODS[config.method.name].needs_public_split and config.data.public_fraction <= 0:
     raise ConfigError(f"data.public_fraction: method '{config.method.name}' needs an "
                       'unlabelled public split; set it in (0, 1), e.g. 0.1 as in the paper')
   return params

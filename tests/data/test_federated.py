@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from tff_noisy import config as config_lib
+from tff_noisy import validation
 from tff_noisy.config import ConfigError, ExperimentConfig
 from tff_noisy.data import federated
 from tff_noisy.data import sources
@@ -170,7 +171,7 @@ def test_config_errors(sections, match):
   for section, fields in sections.items():
     values.setdefault(section, {}).update(fields)
   with pytest.raises(ConfigError, match=match):
-    config_lib.from_dict(values)
+    validation.validate_experiment(config_lib.from_dict(values))
 
 
 @pytest.mark.parametrize('sections,match', [

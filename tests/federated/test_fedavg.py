@@ -1,4 +1,4 @@
-"""The TFF layer: type signatures first, then numbers against plain Keras/NumPy."""
+"""The federated process: type signatures first, then numbers against plain Keras/NumPy."""
 import collections
 
 import numpy as np
@@ -6,8 +6,8 @@ import pytest
 import tensorflow as tf
 
 from tff_noisy.federated import client_work
-from tff_noisy.federated.algorithms import fedavg
-from tff_noisy.federated.algorithms import fedprox
+from tff_noisy.federated import process as process_lib
+from tff_noisy.federated.objectives.base import ClientObjective
 from tff_noisy.tff_runtime import import_tff
 
 tff = import_tff()
@@ -22,7 +22,8 @@ def _model_fn():
 
 
 def _dataset(x, y, batch_size=100, weight=None):
-  features = collections.OrderedDict(x=x.astype(np.float32), y=y.astype(np.int64))
+  features = collections.OrderedDict(x=x.astype(np.float32), y=y.astype(np.int64),
+                                     index=np.arange(len(y), dtype=np.int64))
   if weight is not None:
     features[client_work.AGGREGATION_WEIGHT_KEY] = np.full(len(y), weight, np.float32)
   return tf.data.Dataset.from_tensor_slices(features).batch(batch_size)
@@ -33,16 +34,24 @@ def _client(seed, n):
   return rng.normal(size=(n, 4)), rng.integers(0, 3, n)
 
 
+def _build(spec, objective=None):
+  return process_lib.build_process(_model_fn, spec, tff.learning.optimizers.build_sgdm(0.5),
+                                   objective=objective)
+
+
+def _next(process, state, datasets):
+  """A round of a stateless objective (every client's state is ``()``)."""
+  return process.next(state, datasets, [()] * len(datasets))
+
+
 @pytest.fixture(scope='module')
 def process():
-  spec = _dataset(*_client(0, 2)).element_spec
-  return fedavg.build_fedavg_process(_model_fn, spec, tff.learning.optimizers.build_sgdm(0.5))
+  return _build(_dataset(*_client(0, 2)).element_spec)
 
 
 @pytest.fixture(scope='module')
 def weighted_process():
-  spec = _dataset(*_client(0, 2), weight=1.0).element_spec
-  return fedavg.build_fedavg_process(_model_fn, spec, tff.learning.optimizers.build_sgdm(0.5))
+  return _build(_dataset(*_client(0, 2), weight=1.0).element_spec)
 
 
 def _state_with(process, model):
@@ -66,20 +75,24 @@ def _keras_client_result(model, x, y, lr):
 
 
 def test_type_signature(process):
-  param = process.next.type_signature.parameter
-  assert param[1].placement is tff.CLIENTS
-  state = process.next.type_signature.parameter[0].member
-  assert len(state.global_model_weights.non_trainable) == 2  # BN moving mean/var
-  metrics = process.next.type_signature.result.metrics.member
-  assert set(tff.structure.name_list(metrics.client_work.train)) == {'loss', 'accuracy', 'num_examples',
-                                            'non_finite_clients'}
+  signature = process._next.type_signature  # pylint: disable=protected-access
+  state, data, client_states = signature.parameter
+  assert data.placement is tff.CLIENTS and client_states.placement is tff.CLIENTS
+  assert not client_states.member  # Cross-entropy keeps no state: an empty struct.
+  assert len(state.member.global_model_weights.non_trainable) == 2  # BN moving mean/var
+  new_state, metrics, new_client_states = signature.result
+  assert new_state.placement is tff.SERVER and new_client_states.placement is tff.CLIENTS
+  assert set(tff.structure.name_list(metrics.member.client_work.train)) == {
+      'loss', 'accuracy', 'client_mean_accuracy', 'num_examples', 'non_finite_clients'}
+  assert set(tff.structure.name_list(metrics.member)) == {'client_work', 'aggregator',
+                                                          'finalizer'}
 
 
 def test_round_equals_weighted_mean_of_keras_clients_including_bn_statistics(process):
   tf.keras.utils.set_random_seed(1)
   model = _model_fn()
   (xa, ya), (xb, yb) = _client(1, 30), _client(2, 90)
-  out = process.next(_state_with(process, model), [_dataset(xa, ya), _dataset(xb, yb)])
+  out = _next(process, _state_with(process, model), [_dataset(xa, ya), _dataset(xb, yb)])
   expected_a = _keras_client_result(model, xa, ya, 0.5)
   expected_b = _keras_client_result(model, xb, yb, 0.5)
   expected = [(30 * a + 90 * b) / 120 for a, b in zip(expected_a, expected_b)]
@@ -98,7 +111,7 @@ def test_non_finite_client_never_reaches_global_model(process):
   xa, ya = _client(3, 40)
   xb, yb = _client(4, 40)
   xb[0, 0] = np.nan
-  out = process.next(_state_with(process, model), [_dataset(xa, ya), _dataset(xb, yb)])
+  out = _next(process, _state_with(process, model), [_dataset(xa, ya), _dataset(xb, yb)])
   expected = _keras_client_result(model, xa, ya, 0.5)
   global_model = _model_fn()
   process.get_model_weights(out.state).assign_weights_to(global_model)
@@ -113,7 +126,7 @@ def test_all_clients_non_finite_leaves_model_unchanged(process):
   x, y = _client(5, 10)
   x[:] = np.inf
   state = _state_with(process, model)
-  out = process.next(state, [_dataset(x, y)])
+  out = _next(process, state, [_dataset(x, y)])
   assert out.metrics['finalizer']['update_non_finite'] == 1
   before = process.get_model_weights(state)
   after = process.get_model_weights(out.state)
@@ -125,8 +138,8 @@ def test_aggregation_weight_sets_the_update_weight(weighted_process):
   tf.keras.utils.set_random_seed(4)
   model = _model_fn()
   (xa, ya), (xb, yb) = _client(6, 50), _client(7, 50)
-  out = weighted_process.next(_state_with(weighted_process, model),
-                              [_dataset(xa, ya, weight=0.9), _dataset(xb, yb, weight=0.1)])
+  out = _next(weighted_process, _state_with(weighted_process, model),
+              [_dataset(xa, ya, weight=0.9), _dataset(xb, yb, weight=0.1)])
   expected_a = _keras_client_result(model, xa, ya, 0.5)
   expected_b = _keras_client_result(model, xb, yb, 0.5)
   global_model = _model_fn()
@@ -138,17 +151,16 @@ def test_aggregation_weight_sets_the_update_weight(weighted_process):
 def test_fedprox_pulls_towards_global_model():
   x, y = _client(8, 64)
   spec = _dataset(x, y).element_spec
-  sgd = tff.learning.optimizers.build_sgdm(0.5)
   tf.keras.utils.set_random_seed(5)
   model = _model_fn()
 
   def distance(process):
-    out = process.next(_state_with(process, model), [_dataset(x, y, batch_size=8)])
+    out = _next(process, _state_with(process, model), [_dataset(x, y, batch_size=8)])
     after = process.get_model_weights(out.state).trainable
     return sum(np.sum((a - b) ** 2) for a, b in zip(after, model.get_weights()))
 
-  plain = distance(fedavg.build_fedavg_process(_model_fn, spec, sgd))
-  prox = distance(fedprox.build_fedprox_process(_model_fn, spec, sgd, mu=1.0))
+  plain = distance(_build(spec))
+  prox = distance(_build(spec, ClientObjective(proximal_strength=1.0)))
   assert prox < 0.8 * plain
-  with pytest.raises(ValueError, match='mu'):
-    fedprox.build_fedprox_process(_model_fn, spec, sgd, mu=0.0)
+  with pytest.raises(ValueError, match='proximal_strength'):
+    ClientObjective(proximal_strength=-1.0)

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from tff_noisy import config as config_lib
-from tff_noisy import methods
+from tff_noisy import validation
 from tff_noisy.federated.algorithms import fedds
 from tff_noisy.simulation import driver
 from tff_noisy.tff_runtime import import_tff
@@ -12,7 +12,7 @@ tff = import_tff()
 
 
 def _config(name='fedds', public_fraction=0.15, **params):
-  return config_lib.from_dict({
+  return _validated({
       'seed': 0,
       'data': {'dataset': 'digits', 'public_fraction': public_fraction},
       'partition': {'name': 'iid', 'num_clients': 6},
@@ -22,6 +22,12 @@ def _config(name='fedds', public_fraction=0.15, **params):
       'fl': {'rounds': 2, 'participation': 1.0, 'local_epochs': 2, 'batch_size': 16,
              'client_lr': 0.05, 'momentum': 0.9, 'checkpoint_every': 2},
   })
+
+
+def _validated(values):
+  config = config_lib.from_dict(values)
+  validation.validate_experiment(config)
+  return config
 
 
 @pytest.fixture(scope='module')
@@ -56,13 +62,8 @@ class _Result:
 def _method(run_config):
   from tff_noisy.data import federated as federated_data  # pylint: disable=g-import-not-at-top
   data = federated_data.build_federated_data(run_config)
-  model_fn = driver.make_model_fn(run_config, data.input_shape, data.num_classes)
-  spec = driver.client_dataset(data.x['client_000'][:1], data.y['client_000'][:1], 4,
-                               0).element_spec
-  sgd = tff.learning.optimizers.build_sgdm(0.1)
-  params = methods.validate(run_config)
-  method = fedds.FedDS.build(params,
-                             model_fn, spec, sgd, sgd, local_epochs=1, seed=0, rounds=1)
+  method = driver.build_method(run_config, data)
+  model_fn = method.setup.model_fn
   method.prepare(data, None)
   weights = tff.learning.models.ModelWeights(
       trainable=[w.numpy() for w in model_fn().trainable_weights], non_trainable=[])

@@ -6,9 +6,13 @@ import pytest
 import tensorflow as tf
 
 from tff_noisy import config as config_lib
+from tff_noisy import methods
+from tff_noisy import validation
 from tff_noisy.data import federated as federated_data
-from tff_noisy.federated.algorithms import fedavg
+from tff_noisy.federated import probe
+from tff_noisy.federated.algorithms import base
 from tff_noisy.federated.algorithms import fedln
+from tff_noisy.federated.objectives.base import ClientObjective
 from tff_noisy.simulation import driver
 from tff_noisy.tff_runtime import import_tff
 
@@ -23,16 +27,22 @@ def _dataset(seed, n):
   rng = np.random.default_rng(seed)
   features = collections.OrderedDict(
       x=rng.normal(size=(n, 4)).astype(np.float32), y=rng.integers(0, 3, n),
-      aggregation_weight=np.ones(n, np.float32))
+      index=np.arange(n), aggregation_weight=np.ones(n, np.float32))
   return tf.data.Dataset.from_tensor_slices(features).batch(8)
 
 
 def test_scoring_returns_global_and_trained_local_logits():
   data = [_dataset(1, 20), _dataset(2, 12)]
-  sgd = tff.learning.optimizers.build_sgdm(0.3)
-  scoring = fedln.build_scoring_computation(_model_fn, data[0].element_spec, sgd,
-                                            local_epochs=2)
-  process = fedavg.build_fedavg_process(_model_fn, data[0].element_spec, sgd, local_epochs=2)
+  setup = base.Setup(
+      model_fn=_model_fn, element_spec=data[0].element_spec,
+      client_optimizer=tff.learning.optimizers.build_sgdm(0.3),
+      server_optimizer=tff.learning.optimizers.build_sgdm(1.0),
+      aggregator=tff.aggregators.MeanFactory(), local_epochs=2, weight_decay=0.0, seed=0,
+      rounds=1, num_classes=3)
+  objective = ClientObjective()
+  scoring = probe.build_probe(_model_fn, data[0].element_spec,
+                              fedln._before_and_after_training(setup, objective))  # pylint: disable=protected-access
+  process = setup.build_process(objective)
   tf.keras.utils.set_random_seed(0)
   model = _model_fn()
   weights = tff.learning.models.ModelWeights(
@@ -43,13 +53,13 @@ def test_scoring_returns_global_and_trained_local_logits():
   np.testing.assert_allclose(logits[0][0], model(x).numpy(), rtol=1e-5, atol=1e-5)
   # The local model scored is the one the round trains: for one client, global - update.
   state = process.set_model_weights(process.initialize(), weights)
-  trained = process.get_model_weights(process.next(state, [data[0]]).state)
+  trained = process.get_model_weights(process.next(state, [data[0]], [()]).state)
   trained.assign_weights_to(model)
   np.testing.assert_allclose(logits[0][1], model(x).numpy(), rtol=1e-4, atol=1e-4)
 
 
 def _fedln_config(name, **params):
-  return config_lib.from_dict({
+  return _validated({
       'seed': 1,
       'data': {'dataset': 'digits'},
       'partition': {'name': 'iid', 'num_clients': 4},
@@ -59,6 +69,12 @@ def _fedln_config(name, **params):
       'fl': {'rounds': 3, 'participation': 0.5, 'batch_size': 32, 'client_optimizer': 'adam',
              'client_lr': 0.003, 'checkpoint_every': 3},
   })
+
+
+def _validated(values):
+  config = config_lib.from_dict(values)
+  validation.validate_experiment(config)
+  return config
 
 
 def test_fedln_run_estimates_noise_weights_clients_and_corrects_labels(tmp_path, tmp_cache):
@@ -91,7 +107,7 @@ def test_nnc_only_run_has_no_estimation_round(tmp_path, tmp_cache):
 @pytest.mark.parametrize('params, match', [
     ({'k': 0}, 'method.params.k'),
     ({'nu': 100}, 'method.params.nu'),
-    ({'activation_round': 9}, 'beyond the last round'),
+    ({'activation_round': 9}, r'activation_round: needs a round within fl.rounds=3'),
     ({'temperature': 0}, 'method.params.temperature'),
     ({'pca_sqrt': 'yes'}, 'method.params.pca_sqrt'),
 ])
@@ -101,7 +117,7 @@ def test_bad_fedln_params_are_clear_errors(params, match):
 
 
 def test_sqrt_pca_of_negative_inputs_is_a_clear_error():
-  params = {'encoder': 'pca', 'pca_components': 2, 'pca_sqrt': True}
+  params = methods.NNCParams(encoder='pca', pca_components=2, pca_sqrt=True)
   with pytest.raises(config_lib.ConfigError, match='method.params.pca_sqrt: needs inputs >= 0'):
     fedln.build_encoder(params, np.full((8, 3), -0.5, np.float32), seed=0)
 

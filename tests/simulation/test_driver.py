@@ -8,6 +8,7 @@ import tensorflow as tf
 
 import models
 from tff_noisy import config as config_lib
+from tff_noisy import validation
 from tff_noisy.data import federated as federated_data
 from tff_noisy.simulation import checkpoint
 from tff_noisy.simulation import driver
@@ -120,7 +121,7 @@ def test_empty_client_is_skipped_and_counted(tmp_path, tmp_cache, monkeypatch):
 ])
 def test_bad_config_is_a_clear_error(overrides, match):
   with pytest.raises(config_lib.ConfigError, match=match):
-    config_lib.from_dict(overrides)
+    validation.validate_experiment(config_lib.from_dict(overrides))
 
 
 def test_model_that_does_not_fit_the_data_fails_before_training(tmp_path, tmp_cache):

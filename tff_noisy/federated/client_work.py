@@ -1,30 +1,36 @@
-"""The one client work every method trains with: local SGD on a pluggable per-example loss.
+"""The one client work every method trains with: local training on a ``ClientObjective``.
 
-Client datasets are batched mappings with keys ``x`` and ``y`` and, optionally,
-``aggregation_weight`` (one float per example) plus any inputs a method's loss reads.
-The client's ``update_weight`` is the sum of ``aggregation_weight`` over one pass of its
-data, or its number of examples when the key is absent; a method that weights clients
-(NA-FedAvg: ``1 - n_hat``) sets the per-example value and needs no client work of its own.
+Client datasets are batched mappings with keys ``x``, ``y`` and ``index`` (the example's
+position in the client's data) and, optionally, ``aggregation_weight`` (one float per
+example) plus any per-example fields a method's objective reads. The client's
+``update_weight`` is the sum of ``aggregation_weight`` over one pass of its data, or its
+number of examples when the key is absent; a method that weights clients (NA-FedAvg:
+``1 - n_hat``) sets the per-example value and needs no client work of its own.
 
-The update is the difference between the received and the trained weights for the
-trainable *and* the non-trainable variables, so BatchNorm statistics are averaged with
-the same weights as everything else (TFF's FedAvg leaves them at their initial value).
-A client whose update has a non-finite value sends zeros with weight 0 and is counted
-in ``non_finite_clients``; the finalizer also refuses a non-finite aggregate.
+A client receives the global weights, its dataset, its own state (declared by the
+objective's ``state_spec``; ``()`` for a stateless objective) and the round's hparams,
+and returns its ``ClientResult``, summable metrics and its new state. The update is the
+difference between the received and the trained weights for the trainable *and* the
+non-trainable variables, so BatchNorm statistics are averaged with the same weights as
+everything else. A client whose update has a non-finite value sends zeros with weight 0,
+keeps its old state and is counted in ``non_finite_clients``; the finalizer also refuses
+a non-finite aggregate.
 """
 
 import collections
-from typing import Callable, Optional
+from typing import Callable
 
 import tensorflow as tf
 
+import models
+from tff_noisy.federated.objectives.base import ClientObjective
 from tff_noisy.ops import losses
 from tff_noisy.tff_runtime import import_tff
 
 tff = import_tff()
 
-LossFn = Callable[[tf.Tensor, tf.Tensor, dict], tf.Tensor]
 AGGREGATION_WEIGHT_KEY = 'aggregation_weight'
+INDEX_KEY = 'index'
 
 
 def model_weights_of(model: tf.keras.Model):
@@ -51,6 +57,18 @@ def weights_type_of(model_fn: Callable[[], tf.keras.Model]):
         tf.nest.map_structure(lambda v: tf.TensorSpec(v.shape, v.dtype), weights))
 
 
+def state_type_of(objective: ClientObjective):
+  """The TFF type of a client's state under ``objective`` (``<>`` when it keeps none)."""
+  return tff.types.tensorflow_to_type(collections.OrderedDict(objective.state_spec))
+
+
+def hparams_type_of(objective: ClientObjective):
+  """The TFF type of the server-decided values broadcast to clients each round."""
+  return tff.types.tensorflow_to_type(collections.OrderedDict(
+      (name, tf.TensorSpec(value.shape, value.dtype))
+      for name, value in objective.hparams.items()))
+
+
 def _zero_if_any_non_finite(structure):
   flat = tf.nest.flatten(structure)
   all_finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(t)) for t in flat])
@@ -59,35 +77,64 @@ def _zero_if_any_non_finite(structure):
   return cleaned, tf.logical_not(all_finite)
 
 
-def build_local_training(model, optimizer, loss_fn: Optional[LossFn], proximal_strength: float,
-                         local_epochs: int):
-  """Returns a tf.function running ``local_epochs`` of training from given weights.
+def build_local_training(model: tf.keras.Model, optimizer, objective: ClientObjective,
+                         local_epochs: int, weight_decay: float = 0.0):
+  """Returns a tf.function ``(weights, dataset, state, hparams) -> (result, metrics, state)``.
 
-  ``loss_fn`` is a per-example loss ``(labels, logits, batch) -> [B]``; cross-entropy if None.
+  Runs ``local_epochs`` passes of ``optimizer`` on the objective's mean per-example loss
+  plus the model's regularisation losses, FedProx's proximal term and the coupled L2
+  ``weight_decay`` (gradient + wd * w), starting from the received weights.
   """
-  loss_fn = loss_fn or losses.cross_entropy
   weights = model_weights_of(model)
+  feature_model = models.features_and_logits(model) if objective.uses_features else None
+  rows_name = objective.trainable_state
+
+  def predict(x):
+    return model(x, training=False)
+
+  def forward(x):
+    if feature_model is None:
+      return None, model(x, training=True)
+    features, logits = feature_model(x, training=True)
+    return features, logits
 
   @tf.function
-  def train(initial_weights, dataset):
+  def train(initial_weights, dataset, state, hparams):
     tf.nest.map_structure(lambda v, t: v.assign(t), weights, initial_weights)
     trainable_specs = tuple(tf.TensorSpec(v.shape, v.dtype) for v in weights.trainable)
     initial_trainable = tuple(initial_weights.trainable)
+    context = objective.prologue(predict, dataset, state, hparams)
+    table = state[rows_name] if rows_name else tf.zeros([0])
 
-    def step(state, batch):
-      opt_state, loss_sum, correct, num_examples, weight_sum = state
+    def step(loop_state, batch):
+      opt_state, table, loss_sum, correct, num_examples, weight_sum = loop_state
       with tf.GradientTape() as tape:
-        logits = model(batch['x'], training=True)
-        per_example = loss_fn(batch['y'], logits, batch)
+        rows = None
+        if rows_name:
+          rows = tf.gather(table, batch[INDEX_KEY])
+          tape.watch(rows)
+        features, logits = forward(batch['x'])
+        per_example = objective.loss(batch, logits, features, context, hparams, rows)
         loss = tf.reduce_mean(per_example)
-      grads = tape.gradient(loss, weights.trainable)
-      if proximal_strength:
+        if model.losses:
+          loss += tf.add_n(model.losses)
+      if rows_name:
+        grads, row_grads = tape.gradient(loss, (weights.trainable, rows))
+      else:
+        grads = tape.gradient(loss, weights.trainable)
+      if objective.proximal_strength:
         grads = [g + p for g, p in zip(grads, losses.proximal_gradients(
-            weights.trainable, initial_trainable, proximal_strength))]
+            weights.trainable, initial_trainable, objective.proximal_strength))]
+      if weight_decay:
+        grads = [g + weight_decay * w for g, w in zip(grads, weights.trainable)]
       opt_state, new_trainable = optimizer.next(
           opt_state, tuple(weights.trainable), tuple(grads))
       for variable, value in zip(weights.trainable, new_trainable):
         variable.assign(value)
+      if rows_name:
+        table = tf.tensor_scatter_nd_update(
+            table, batch[INDEX_KEY][:, None],
+            objective.update_rows(rows, row_grads, hparams))
       batch_size = tf.shape(batch['y'])[0]
       if AGGREGATION_WEIGHT_KEY in batch:
         batch_weight = tf.reduce_sum(tf.cast(batch[AGGREGATION_WEIGHT_KEY], tf.float32))
@@ -96,79 +143,82 @@ def build_local_training(model, optimizer, loss_fn: Optional[LossFn], proximal_s
       predicted = tf.argmax(logits, axis=-1, output_type=tf.int64)
       correct += tf.reduce_sum(tf.cast(
           tf.equal(predicted, tf.cast(batch['y'], tf.int64)), tf.float32))
-      return (opt_state, loss_sum + tf.reduce_sum(per_example), correct,
+      return (opt_state, table, loss_sum + tf.reduce_sum(per_example), correct,
               num_examples + tf.cast(batch_size, tf.int64), weight_sum + batch_weight)
 
-    initial_state = (optimizer.initialize(trainable_specs), tf.constant(0.0),
-                     tf.constant(0.0), tf.constant(0, tf.int64), tf.constant(0.0))
-    _, loss_sum, correct, num_examples, weight_sum = dataset.repeat(local_epochs).reduce(
-        initial_state, step)
-    update = tf.nest.map_structure(tf.subtract, initial_weights, weights)
+    initial_loop_state = (optimizer.initialize(trainable_specs), table, tf.constant(0.0),
+                          tf.constant(0.0), tf.constant(0, tf.int64), tf.constant(0.0))
+    _, table, loss_sum, correct, num_examples, weight_sum = dataset.repeat(
+        local_epochs).reduce(initial_loop_state, step)
+    trained_state = dict(state, **{rows_name: table}) if rows_name else state
+    new_state, scale = objective.epilogue(predict, dataset, context, trained_state, hparams)
+    update = tf.nest.map_structure(lambda w, t: (w - t) * scale, initial_weights, weights)
     update, non_finite = _zero_if_any_non_finite(update)
+    new_state = tf.nest.map_structure(
+        lambda new, old: tf.where(non_finite, old, new), new_state, state, check_types=False)
     update_weight = tf.where(non_finite, 0.0, weight_sum / float(local_epochs))
+    finite = tf.logical_not(non_finite)
+    accuracy = correct / tf.maximum(tf.cast(num_examples, tf.float32), 1.0)
     metrics = collections.OrderedDict(
         loss_sum=tf.where(non_finite, 0.0, loss_sum),
         correct=tf.where(non_finite, 0.0, correct),
         num_examples=tf.where(non_finite, tf.constant(0, tf.int64), num_examples),
         non_finite_clients=tf.cast(non_finite, tf.int32),
+        client_accuracy_sum=tf.where(non_finite, 0.0, accuracy),
+        finite_clients=tf.cast(finite, tf.int32),
     )
     return tff.learning.templates.ClientResult(
-        update=update, update_weight=update_weight), metrics
+        update=update, update_weight=update_weight), metrics, new_state
 
   return train
 
 
-def build_client_work(
-    model_fn: Callable[[], tf.keras.Model],
-    element_spec,
-    optimizer,
-    *,
-    loss_fn: Optional[LossFn] = None,
-    proximal_strength: float = 0.0,
-    local_epochs: int = 1,
-):
-  """Builds the ``ClientWorkProcess`` shared by all methods.
+def build_client_update(model_fn: Callable[[], tf.keras.Model], element_spec, optimizer,
+                        objective: ClientObjective, *, local_epochs: int = 1,
+                        weight_decay: float = 0.0):
+  """The TFF computation of one client's round.
+
+  ``(weights, dataset, state, hparams) -> <ClientResult, metrics, state>``; ``metrics``
+  are sums over clients (``finalize_client_metrics`` turns them into means).
 
   Args:
     model_fn: No-arg callable returning a new, uncompiled Keras model (logits out).
     element_spec: Element spec of a client dataset (batched mapping, see module doc).
     optimizer: A ``tff.learning.optimizers.Optimizer``; its state starts fresh each round.
-    loss_fn: Per-example loss ``(labels, logits, batch) -> [B]``; cross-entropy if None.
-    proximal_strength: FedProx mu (0 disables the proximal term).
+    objective: The method's ``ClientObjective``.
     local_epochs: Passes over the client's data per round.
+    weight_decay: Coupled L2 strength (0 disables it).
   """
   weights_type = weights_type_of(model_fn)
   data_type = tff.SequenceType(tff.types.tensorflow_to_type(element_spec))
 
-  @tff.tensorflow.computation(weights_type, data_type)
-  def client_update(initial_weights, dataset):
-    train = build_local_training(model_fn(), optimizer, loss_fn, proximal_strength,
-                                  local_epochs)
-    return train(initial_weights, dataset)
+  @tff.tensorflow.computation(weights_type, data_type, state_type_of(objective),
+                              hparams_type_of(objective))
+  def client_update(initial_weights, dataset, state, hparams):
+    train = build_local_training(model_fn(), optimizer, objective, local_epochs,
+                                 weight_decay)
+    return train(initial_weights, dataset, state, hparams)
 
-  @tff.federated_computation
-  def init_fn():
-    return tff.federated_value((), tff.SERVER)
+  return client_update
 
-  @tff.tensorflow.computation(client_update.type_signature.result[1])
-  def finalize_metrics(sums):
+
+def build_finalize_client_metrics(sums_type):
+  """TFF computation: summed client metrics -> the round's training metrics.
+
+  ``loss`` and ``accuracy`` are example-weighted means; ``client_mean_accuracy`` is the
+  unweighted mean over the clients whose update was finite (each client counts once).
+  """
+
+  @tff.tensorflow.computation(sums_type)
+  def finalize(sums):
     examples = tf.maximum(tf.cast(sums['num_examples'], tf.float32), 1.0)
+    clients = tf.maximum(tf.cast(sums['finite_clients'], tf.float32), 1.0)
     return collections.OrderedDict(
         loss=sums['loss_sum'] / examples,
         accuracy=sums['correct'] / examples,
+        client_mean_accuracy=sums['client_accuracy_sum'] / clients,
         num_examples=sums['num_examples'],
         non_finite_clients=sums['non_finite_clients'],
     )
 
-  @tff.federated_computation(
-      init_fn.type_signature.result,
-      tff.FederatedType(weights_type, tff.CLIENTS),
-      tff.FederatedType(data_type, tff.CLIENTS),
-  )
-  def next_fn(state, weights, client_data):
-    results, metrics = tff.federated_map(client_update, (weights, client_data))
-    train = tff.federated_map(finalize_metrics, tff.federated_sum(metrics))
-    measurements = tff.federated_zip(collections.OrderedDict(train=train))
-    return tff.templates.MeasuredProcessOutput(state, results, measurements)
-
-  return tff.learning.templates.ClientWorkProcess(init_fn, next_fn)
+  return finalize

@@ -8,6 +8,7 @@ continues with exactly the samples and data order of an uninterrupted one.
 """
 
 import collections
+import dataclasses
 import os
 import sys
 import time
@@ -19,9 +20,11 @@ import tensorflow as tf
 import tqdm
 
 import models
-from tff_noisy import methods
+from tff_noisy import validation
 from tff_noisy.config import ConfigError, ExperimentConfig
+from tff_noisy.errors import warn
 from tff_noisy.data import federated as federated_data
+from tff_noisy.federated import aggregators
 from tff_noisy.federated import algorithms
 from tff_noisy.federated import client_work
 from tff_noisy.federated.client_work import AGGREGATION_WEIGHT_KEY
@@ -31,13 +34,8 @@ from tff_noisy.simulation import results as results_lib
 from tff_noisy.simulation.client_state import ClientStateStore
 from tff_noisy.tff_runtime import import_tff
 
+tff = import_tff()
 _EVAL_BATCH = 1024
-
-
-def clients_per_round(config: ExperimentConfig) -> int:
-  if config.fl.clients_per_round is not None:
-    return config.fl.clients_per_round
-  return max(1, int(round(config.fl.participation * config.partition.num_clients)))
 
 
 def sample_clients(client_ids, num: int, seed: int, round_num: int) -> list:
@@ -49,8 +47,13 @@ def sample_clients(client_ids, num: int, seed: int, round_num: int) -> list:
 
 def client_dataset(x: np.ndarray, y: np.ndarray, batch_size: int, shuffle_seed: int,
                    extra: Optional[dict] = None) -> tf.data.Dataset:
-  """A client's batched ``tf.data`` dataset of ``{'x', 'y', **extra}``."""
-  features = collections.OrderedDict(x=x.astype(np.float32), y=y.astype(np.int64))
+  """A client's batched ``tf.data`` dataset of ``{'x', 'y', 'index', **extra}``.
+
+  ``index`` is each example's position in the client's data: the row of per-example
+  client state (e.g. learned label logits) that belongs to it.
+  """
+  features = collections.OrderedDict(x=x.astype(np.float32), y=y.astype(np.int64),
+                                     index=np.arange(len(y), dtype=np.int64))
   features.update(extra or {})
   dataset = tf.data.Dataset.from_tensor_slices(features)
   return dataset.shuffle(max(len(y), 1), seed=shuffle_seed).batch(batch_size)
@@ -78,7 +81,6 @@ def make_model_fn(config: ExperimentConfig, input_shape, num_classes) -> Callabl
 
 
 def _optimizers(config: ExperimentConfig):
-  tff = import_tff()
   fl = config.fl
   if fl.client_optimizer == 'adam':
     client = tff.learning.optimizers.build_adam(fl.client_lr)
@@ -127,37 +129,56 @@ def _with_truth(diagnostics: dict, data) -> dict:
   return diagnostics
 
 
+def _element_spec(data, method_cls, batch_size: int):
+  """The client datasets' element spec, with the method's per-example fields and shapes."""
+  first = data.client_ids[0]
+  extras = {name: np.zeros((1, *shape), dtype)
+            for name, (dtype, shape) in method_cls.extra_fields.items()}
+  return client_dataset(data.x[first][:1], data.y[first][:1], batch_size, 0,
+                        extras).element_spec
+
+
+def build_method(config: ExperimentConfig, data,
+                 choices: Optional[validation.Choices] = None) -> algorithms.Method:
+  """The config's method, built on what the config fixes for every method (``Setup``)."""
+  choices = choices or validation.validate_experiment(config)
+  method_cls = algorithms.method_class(config.method.name)
+  client_optimizer, server_optimizer = _optimizers(config)
+  setup = algorithms.base.Setup(
+      model_fn=make_model_fn(config, data.input_shape, data.num_classes),
+      element_spec=_element_spec(data, method_cls, config.fl.batch_size),
+      client_optimizer=client_optimizer, server_optimizer=server_optimizer,
+      aggregator=aggregators.build_factory(config.fl.aggregator, choices.aggregator_params),
+      local_epochs=config.fl.local_epochs, weight_decay=config.fl.weight_decay,
+      seed=config.seed, rounds=config.fl.rounds, num_classes=data.num_classes)
+  return method_cls.build(choices.method_params, setup)
+
+
 def run_experiment(config: ExperimentConfig, out_dir: str, *, resume: bool = False,
                    progress: Optional[bool] = None) -> results_lib.Results:
   """Runs one federated experiment and writes its results to ``out_dir``."""
-  params = methods.validate(config)
+  choices = validation.validate_experiment(config)
   data = federated_data.build_federated_data(config)
-  model_fn = make_model_fn(config, data.input_shape, data.num_classes)
+  make_model_fn(config, data.input_shape, data.num_classes)  # Checks the model first.
 
   fl = config.fl
   ids = list(data.client_ids)
-  num_sampled = clients_per_round(config)
+  num_sampled = config.clients_per_round()
   if num_sampled > len(ids):
     raise ConfigError(f'fl.clients_per_round: {num_sampled} > {len(ids)} clients')
-  method_cls = algorithms.METHODS[config.method.name]
-  example_extras = {name: np.zeros(1, dtype) for name, dtype in method_cls.extra_fields.items()}
-  element_spec = client_dataset(data.x[ids[0]][:1], data.y[ids[0]][:1], fl.batch_size, 0,
-                                example_extras).element_spec
-  client_optimizer, server_optimizer = _optimizers(config)
-  method = method_cls.build(params, model_fn, element_spec, client_optimizer,
-                            server_optimizer, local_epochs=fl.local_epochs, seed=config.seed,
-                            rounds=fl.rounds)
+  method = build_method(config, data, choices)
   process = method.process
 
   tf.keras.utils.set_random_seed(config.seed)
-  eval_model = model_fn()
+  eval_model = method.setup.model_fn()
   state = process.set_model_weights(process.initialize(), _keras_weights(eval_model))
   store = ClientStateStore()
   history = []
   start = 1
   ckpt_dir = os.path.join(out_dir, 'checkpoints')
+  identity = checkpoint.identity_of(config, [w.shape for w in eval_model.get_weights()])
   if resume:
-    loaded = checkpoint.load(ckpt_dir, state)
+    loaded = checkpoint.load(ckpt_dir, state, identity, fl.rounds)
     if loaded is not None:
       done, state, store, history = loaded
       start = done + 1
@@ -190,15 +211,25 @@ def run_experiment(config: ExperimentConfig, out_dir: str, *, resume: bool = Fal
     weights = {}  # The update weight each client's work will use.
     record = {'round': round_num}
     started = time.time()
-    record.update(_with_truth(method.before_round(round_num, state, build_datasets, store),
-                              data))
+    state, diagnostics = method.before_round(round_num, state, build_datasets, store)
+    record.update(_with_truth(diagnostics, data))
     datasets = build_datasets()
     record.update(clients=list(datasets), skipped_empty_clients=len(sampled) - len(datasets),
                   client_weights=[weights[cid] for cid in datasets])
     if datasets:
-      state, metrics, diagnostics = method.run_round(state, datasets)
+      client_states = [store.objective_state(cid, process.objective, data.y[cid])
+                       for cid in datasets]
+      state, metrics, client_states, diagnostics = method.run_round(state, datasets,
+                                                                    client_states)
+      for cid, client_state in zip(datasets, client_states):
+        store.set_objective_state(cid, client_state)
       record.update(metrics)
       record.update(_with_truth(diagnostics, data))
+      state, diagnostics = method.after_round(round_num, state, metrics)
+      record.update(diagnostics)
+      if metrics['train_loss'] is None:
+        warn(f'round {round_num}: every client update was non-finite and rejected; the '
+              'model did not change (train_loss and train_accuracy are null)')
     record['seconds'] = time.time() - started
     record['wall_time'] = time.time()
     if round_num % fl.eval_every == 0 or round_num == fl.rounds:
@@ -207,10 +238,10 @@ def run_experiment(config: ExperimentConfig, out_dir: str, *, resume: bool = Fal
     history.append(record)
     with writer.as_default(step=round_num):
       for key in ('train_loss', 'train_accuracy', 'test_accuracy', 'test_macro_f1'):
-        if key in record:
+        if record.get(key) is not None:
           tf.summary.scalar(key, record[key])
     if round_num % fl.checkpoint_every == 0 or round_num == fl.rounds:
-      checkpoint.save(ckpt_dir, round_num, state, store, history)
+      checkpoint.save(ckpt_dir, round_num, state, store, history, identity)
     bar.set_postfix(acc=record.get('test_accuracy', float('nan')),
                     s_per_round=round(record['seconds'], 2))
     bar.update(1)
@@ -221,7 +252,7 @@ def run_experiment(config: ExperimentConfig, out_dir: str, *, resume: bool = Fal
   results_lib.save_final_weights(out_dir, eval_model.get_weights())
   results = results_lib.Results(
       config=config.to_dict(), data_hash=config.data_hash(), method=config.method.name,
-      params=params, rounds=history,
+      params=dataclasses.asdict(choices.method_params), rounds=history,
       client_noise_rates={cid: float(r) for cid, r in zip(ids, data.noise_rates)},
       extra=extra)
   results_lib.write(out_dir, results)

@@ -6,8 +6,10 @@
   method, params   method name and its resolved parameters
   rounds           one record per round: round, seconds, wall_time, clients,
                    client_weights, skipped_empty_clients, non_finite_clients,
-                   update_rejected, train_loss, train_accuracy, and on evaluated rounds
-                   test_accuracy, test_macro_f1
+                   update_rejected, train_loss, train_accuracy (example-weighted),
+                   train_client_mean_accuracy (each client counts once), aggregator
+                   (its measurements), and on evaluated rounds test_accuracy,
+                   test_macro_f1; train_* are null in a round where no update was finite
   final_accuracy   test accuracy after the last round
   last10_accuracy  mean test accuracy of the last 10 evaluated rounds
   client_noise_rates  true per-client noise rate (simulation truth, evaluation only)
@@ -28,8 +30,8 @@ RESULTS_FILE = 'results.json'
 METRICS_FILE = 'metrics.csv'
 WEIGHTS_FILE = 'final_weights.npz'
 _CSV_FIELDS = ('round', 'seconds', 'clients', 'skipped_empty_clients', 'non_finite_clients',
-               'update_rejected', 'train_loss', 'train_accuracy', 'test_accuracy',
-               'test_macro_f1')
+               'update_rejected', 'train_loss', 'train_accuracy',
+               'train_client_mean_accuracy', 'test_accuracy', 'test_macro_f1')
 
 
 @dataclasses.dataclass

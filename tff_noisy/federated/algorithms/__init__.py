@@ -1,19 +1,12 @@
-"""One builder per method; ``METHODS`` maps a config's method name to its ``Method``."""
+"""One module per method; ``method_class`` imports the ``Method`` a registry name names."""
 
+import importlib
+
+from tff_noisy import methods
 from tff_noisy.federated.algorithms.base import Method
-from tff_noisy.federated.algorithms.fedavg import FedAvg
-from tff_noisy.federated.algorithms.fedds import FedDS
-from tff_noisy.federated.algorithms.fedln import FedLN
-from tff_noisy.federated.algorithms.fedln import FedLNNAFedAvg
-from tff_noisy.federated.algorithms.fedln import FedLNNNC
-from tff_noisy.federated.algorithms.fedprox import FedProx
 
-METHODS = {
-    'fedavg': FedAvg,
-    'fedprox': FedProx,
-    'fedln': FedLN,
-    'fedln_nnc': FedLNNNC,
-    'fedln_nafedavg': FedLNNAFedAvg,
-    'fedds': FedDS,
-    'fedds_fedprox': FedDS,
-}
+
+def method_class(name: str) -> type:
+  """The ``Method`` subclass of registry entry ``name`` (``tff_noisy.methods.METHODS``)."""
+  module, _, attribute = methods.METHODS[name].algorithm.partition(':')
+  return getattr(importlib.import_module(module), attribute)

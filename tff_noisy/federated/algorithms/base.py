@@ -1,30 +1,68 @@
-"""``Method``: a learning process plus the driver hooks a method may need around it.
+"""``Method``: a method's learning process plus the driver hooks a method may need around it.
 
-Hooks: client-side preparation once before training (NNC relabelling), the labels and
-extra per-example inputs of a client's dataset (NA-FedAvg's ``aggregation_weight``), and
-work before a round (NA-FedAvg's noise estimation). FedAvg and FedProx use none of them.
-The driver knows a method only through this interface.
+A method is a ``ClientObjective`` (its client side, ``objective``) and, where it needs
+them, hooks: client-side preparation once before training (NNC relabelling), the labels
+and per-example fields of a client's dataset (NA-FedAvg's ``aggregation_weight``), work
+before a round (NA-FedAvg's noise estimation), the round itself (FedDS's split round)
+and the server's step after it (a phase decided from the round's metrics). The defaults are FedAvg. The driver knows a method only through this interface;
+the aggregator, optimisers and schedule come from the config through ``Setup``.
 """
 
+import dataclasses
+from typing import Any, Callable
+
 import numpy as np
+
+from tff_noisy import methods
+from tff_noisy.federated import process as process_lib
+from tff_noisy.federated.objectives.base import ClientObjective
+
+
+@dataclasses.dataclass(frozen=True)
+class Setup:
+  """What the config fixes for every method: model, data spec, optimisers, aggregator."""
+  model_fn: Callable
+  element_spec: Any
+  client_optimizer: Any
+  server_optimizer: Any
+  aggregator: Any  # A weighted tff.aggregators factory (fl.aggregator).
+  local_epochs: int
+  weight_decay: float
+  seed: int
+  rounds: int
+  num_classes: int
+
+  def build_process(self, objective: ClientObjective) -> process_lib.FederatedProcess:
+    return process_lib.build_process(
+        self.model_fn, self.element_spec, self.client_optimizer, self.server_optimizer,
+        objective=objective, model_aggregator=self.aggregator,
+        local_epochs=self.local_epochs, weight_decay=self.weight_decay)
 
 
 class Method:
   """A method's learning process and driver hooks (the defaults are plain FedAvg)."""
 
-  # Extra per-example dataset fields {name: numpy dtype} that the process expects.
+  # Per-example dataset fields beyond x, y and index: {name: (numpy dtype, shape)}.
   extra_fields: dict = {}
 
-  def __init__(self, process):
+  def __init__(self, process: process_lib.FederatedProcess, params: methods.Params,
+               setup: Setup):
     self.process = process
+    self.params = params
+    self.setup = setup
 
   @classmethod
-  def build(cls, params: dict, model_fn, element_spec, client_optimizer, server_optimizer,
-            *, local_epochs: int, seed: int, rounds: int):
-    raise NotImplementedError
+  def objective(cls, params: methods.Params, setup: Setup) -> ClientObjective:
+    """The clients' objective; cross-entropy by default."""
+    del params, setup
+    return ClientObjective()
+
+  @classmethod
+  def build(cls, params: methods.Params, setup: Setup) -> 'Method':
+    return cls(setup.build_process(cls.objective(params, setup)), params, setup)
 
   def prepare(self, data, store) -> dict:
-    """Runs once before training; returns diagnostics for ``results.extra``."""
+    """Runs once before training (and again on resume); returns ``results.extra``."""
     del data, store
     return {}
 
@@ -33,7 +71,7 @@ class Method:
     return store.get(client_id, 'labels', data.y[client_id])
 
   def client_extras(self, client_id: str, num_examples: int, store) -> dict:
-    """Per-example extra inputs of a client's dataset, matching ``extra_fields``."""
+    """Per-example fields of a client's dataset, matching ``extra_fields``."""
     del client_id, num_examples, store
     return {}
 
@@ -41,23 +79,53 @@ class Method:
     del round_num
     return False
 
-  def before_round(self, round_num: int, state, datasets_fn, store) -> dict:
-    """Work before the round; ``datasets_fn()`` builds {client id: dataset}; diagnostics."""
-    del round_num, state, datasets_fn, store
-    return {}
+  def before_round(self, round_num: int, state, datasets_fn, store):
+    """Work before the round: ``(state, diagnostics)``; ``datasets_fn()`` builds the data.
 
-  def run_round(self, state, datasets: dict) -> tuple:
-    """One round on {client id: dataset}; returns (new state, metrics, diagnostics)."""
-    output = self.process.next(state, list(datasets.values()))
-    return output.state, round_metrics(output.metrics), {}
+    The returned state may carry new hparams (``process.set_hparams``): a phase the
+    server decides here is checkpointed with the state.
+    """
+    del round_num, datasets_fn, store
+    return state, {}
+
+  def after_round(self, round_num: int, state, metrics: dict):
+    """The server's step after a round's metrics: ``(state, diagnostics)``.
+
+    A monitor (FedEFC's prestopping) decides a later phase here and keeps the decision,
+    and its own counters, in the state's hparams, so a checkpoint keeps them.
+    """
+    del round_num, metrics
+    return state, {}
+
+  def run_round(self, state, datasets: dict, client_states: list) -> tuple:
+    """One round on {client id: dataset}; ``(state, metrics, client states, diagnostics)``."""
+    output = self.process.next(state, list(datasets.values()), client_states)
+    return output.state, round_metrics(output.metrics), output.client_states, {}
 
 
 def round_metrics(metrics) -> dict:
-  """The driver's per-round training metrics from a composed process's measurements."""
+  """The driver's per-round metrics from a process's measurements.
+
+  ``train_loss``/``train_accuracy`` are None when no client's update was finite (the
+  round trained nothing that reached the model).
+  """
   train = metrics['client_work']['train']
+  trained = int(train['num_examples']) > 0
   return {
-      'train_loss': float(train['loss']),
-      'train_accuracy': float(train['accuracy']),
+      'train_loss': float(train['loss']) if trained else None,
+      'train_accuracy': float(train['accuracy']) if trained else None,
+      'train_client_mean_accuracy': float(train['client_mean_accuracy']) if trained else None,
       'non_finite_clients': int(train['non_finite_clients']),
       'update_rejected': int(metrics['finalizer']['update_non_finite']),
+      'aggregator': _plain(metrics['aggregator']),
   }
+
+
+def _plain(value):
+  """Measurements as JSON-ready Python values."""
+  if isinstance(value, dict):
+    return {str(k): _plain(v) for k, v in value.items()}
+  if isinstance(value, (list, tuple)):
+    return [_plain(v) for v in value]
+  array = np.asarray(value)
+  return array.item() if array.ndim == 0 else array.tolist()

@@ -1,11 +1,12 @@
 """FedDS (Dong et al. 2026): Dawid-Skene client reliabilities as aggregation weights.
 
 A round is split in federated computations, the spec's TFF mapping (specs/fedds.md §3):
-``train`` broadcasts the global model and returns each client's update to the server;
-``client_predictions`` labels the unlabelled public split with each local model (hard
-argmax, Eq. 4); Dawid-Skene is fitted over the clients as annotators and ``aggregate``
-takes the weighted mean of the updates with w_j = r_j / sum r (Eq. 8, r_j the mean
-diagonal of client j's confusion matrix) and applies the finalizer. Local training is
+the process's ``train`` broadcasts the global model and returns each client's update to
+the server; ``client_predictions`` labels the unlabelled public split with each local
+model (hard argmax, Eq. 4); Dawid-Skene is fitted over the clients as annotators and the
+process's ``aggregate`` applies the configured aggregator (``fl.aggregator``, the
+weighted mean by default) with weights w_j = r_j / sum r (Eq. 8, r_j the mean diagonal
+of client j's confusion matrix), then the finalizer. Local training is
 unchanged (FedAvg, or FedProx for ``fedds_fedprox``). With ``em: central`` the
 predictions come to the server, which fits ``ops.dawid_skene`` (the server holds every
 participating client's model anyway, as in FedAvg without secure aggregation); with
@@ -21,47 +22,13 @@ import numpy as np
 import tensorflow as tf
 
 from tff_noisy.federated import client_work
-from tff_noisy.federated import finalizer as finalizer_lib
 from tff_noisy.federated.algorithms import base
-from tff_noisy.federated.algorithms import fedavg
+from tff_noisy.federated.objectives.base import ClientObjective
 from tff_noisy.ops import dawid_skene
 from tff_noisy.ops import dawid_skene_tf as ds_tf
 from tff_noisy.tff_runtime import import_tff
 
 tff = import_tff()
-
-def build_fedds_computations(model_fn, element_spec, client_optimizer, server_optimizer, *,
-                             local_epochs: int, proximal_strength: float = 0.0):
-  """Returns ``(train, aggregate)`` federated computations of a FedDS round.
-
-  train: ``(weights@SERVER, data@CLIENTS) -> <ClientResult@CLIENTS, train metrics@SERVER>``.
-  aggregate: ``(weights@SERVER, finalizer state@SERVER, updates@CLIENTS, w@CLIENTS)
-  -> <finalizer state, new weights, measurements>@SERVER``.
-  """
-  weights_type = client_work.weights_type_of(model_fn)
-  work = client_work.build_client_work(model_fn, element_spec, client_optimizer,
-                                       proximal_strength=proximal_strength,
-                                       local_epochs=local_epochs)
-  finalizer = finalizer_lib.build_model_finalizer(weights_type, server_optimizer)
-  data_type = work.next.type_signature.parameter[2]
-
-  @tff.federated_computation(tff.FederatedType(weights_type, tff.SERVER), data_type)
-  def train(weights, client_data):
-    output = work.next(work.initialize(), tff.federated_broadcast(weights), client_data)
-    return output.result, output.measurements
-
-  @tff.federated_computation(
-      tff.FederatedType(weights_type, tff.SERVER),
-      finalizer.initialize.type_signature.result,
-      tff.FederatedType(weights_type, tff.CLIENTS),
-      tff.FederatedType(np.float32, tff.CLIENTS),
-  )
-  def aggregate(weights, finalizer_state, updates, client_weights):
-    mean_update = tff.federated_mean(updates, weight=client_weights)
-    output = finalizer.next(finalizer_state, weights, mean_update)
-    return output.state, output.result, output.measurements
-
-  return train, aggregate
 
 
 def build_client_predictions(model_fn, public_x_shape):
@@ -159,30 +126,17 @@ def federated_dawid_skene(computations, client_predictions: list, *, max_iter: i
 class FedDS(base.Method):
   """FedAvg (or FedProx) local training with Dawid-Skene reliability weights."""
 
-  def __init__(self, process, train, aggregate, model_fn, params):
-    super().__init__(process)
-    self.train = train
-    self.aggregate = aggregate
-    self.model_fn = model_fn
-    self.params = params
+  def __init__(self, process, params, setup):
+    super().__init__(process, params, setup)
     self.public_x = None
     self.num_classes = None
     self.client_predictions = None
     self.em = None  # Federated EM computations (em: federated).
 
   @classmethod
-  def build(cls, params, model_fn, element_spec, client_optimizer, server_optimizer, *,
-            local_epochs, seed, rounds):
-    del seed, rounds
-    mu = params.get('mu', 0.0)
-    process = fedavg.build_fedavg_process(model_fn, element_spec, client_optimizer,
-                                          server_optimizer, proximal_strength=mu,
-                                          local_epochs=local_epochs)
-    train, aggregate = build_fedds_computations(
-        model_fn, element_spec, client_optimizer, server_optimizer,
-        local_epochs=local_epochs, proximal_strength=mu)
-    client_work.restore_eager_model_classes(model_fn)
-    return cls(process, train, aggregate, model_fn, params)
+  def objective(cls, params, setup):
+    del setup
+    return ClientObjective(proximal_strength=getattr(params, 'mu', 0.0))
 
   def prepare(self, data, store) -> dict:
     del store
@@ -191,12 +145,12 @@ class FedDS(base.Method):
                        '> 0 (the paper uses 0.1)')
     self.public_x = data.x_public.astype(np.float32)
     self.num_classes = data.num_classes
-    self.client_predictions = build_client_predictions(self.model_fn, data.input_shape)
-    if self.params['em'] == 'federated':
+    self.client_predictions = build_client_predictions(self.setup.model_fn, data.input_shape)
+    if self.params.em == 'federated':
       self.em = build_federated_em(data.num_classes, len(data.x_public),
-                                   self.params['smoothing'])
-    client_work.restore_eager_model_classes(self.model_fn)
-    return {'fedds_public_size': int(len(data.x_public)), 'fedds_em': self.params['em']}
+                                   self.params.smoothing)
+    client_work.restore_eager_model_classes(self.setup.model_fn)
+    return {'fedds_public_size': int(len(data.x_public)), 'fedds_em': self.params.em}
 
   def _predictions(self, results, global_weights) -> list:
     """Each client's public-set labels, or None for an unreliable client.
@@ -210,13 +164,13 @@ class FedDS(base.Method):
             for (labels, finite), r in zip(outputs, results)]
 
   def _reliabilities(self, predictions: list) -> tuple:
-    settings = dict(max_iter=self.params['max_iter'], tol=self.params['tol'])
+    settings = dict(max_iter=self.params.max_iter, tol=self.params.tol)
     if self.em is not None:
-      return federated_dawid_skene(self.em, predictions, use_prior=self.params['use_prior'],
+      return federated_dawid_skene(self.em, predictions, use_prior=self.params.use_prior,
                                    **settings)
     fit = dawid_skene.dawid_skene(np.stack(predictions), self.num_classes,
-                                  prior=self.params['use_prior'],
-                                  smoothing=self.params['smoothing'], **settings)
+                                  prior=self.params.use_prior,
+                                  smoothing=self.params.smoothing, **settings)
     return fit.reliability, fit.iterations
 
   def client_weights(self, client_ids, results, global_weights) -> tuple:
@@ -233,24 +187,24 @@ class FedDS(base.Method):
     reliability, iterations = self._reliabilities([p for p in predictions if p is not None])
     reliability = dict(zip(usable, reliability))
     scores = np.array([reliability.get(cid, 0.0) for cid in client_ids])
-    if self.params['weight_mode'] == 'reliability_x_n':
+    if self.params.weight_mode == 'reliability_x_n':
       scores = scores * np.array([float(r.update_weight) for r in results])
     diagnostics.update(reliabilities={cid: float(r) for cid, r in reliability.items()},
                        fedds_em_iterations=iterations)
     return dawid_skene.reliability_weights(scores), diagnostics
 
-  def run_round(self, state, datasets):
+  def run_round(self, state, datasets, client_states):
+    """The split round: train, Dawid-Skene weights, the configured aggregator."""
     global_weights = self.process.get_model_weights(state)
-    results, measurements = self.train(global_weights, list(datasets.values()))
+    results, train_metrics, client_states = self.process.train(
+        global_weights, self.process.get_hparams(state), list(datasets.values()),
+        client_states)
     weights, diagnostics = self.client_weights(list(datasets), results, global_weights)
-    finalizer_state, new_weights, finalizer_measurements = self.aggregate(
-        global_weights, state.finalizer, [r.update for r in results],
+    aggregator_state, finalizer_state, new_weights, measurements = self.process.aggregate(
+        state.aggregator, state.finalizer, global_weights, [r.update for r in results],
         [np.float32(w) for w in weights])
-    new_state = tff.learning.templates.LearningAlgorithmState(
-        global_model_weights=new_weights, distributor=state.distributor,
-        client_work=state.client_work, aggregator=state.aggregator,
-        finalizer=finalizer_state)
-    metrics = base.round_metrics({'client_work': measurements,
-                                  'finalizer': finalizer_measurements})
+    new_state = state._replace(global_model_weights=new_weights,
+                               aggregator=aggregator_state, finalizer=finalizer_state)
+    metrics = base.round_metrics(dict(client_work={'train': train_metrics}, **measurements))
     diagnostics['fedds_weights'] = {cid: float(w) for cid, w in zip(datasets, weights)}
-    return new_state, metrics, diagnostics
+    return new_state, metrics, client_states, diagnostics

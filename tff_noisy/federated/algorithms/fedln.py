@@ -21,15 +21,16 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from tff_noisy.config import ConfigError
+from tff_noisy import methods
 from tff_noisy.data import sources
 from tff_noisy.embeddings import hub as hub_lib
 from tff_noisy.embeddings import pca as pca_lib
 from tff_noisy.federated import client_work
+from tff_noisy.federated import probe
 from tff_noisy.federated.algorithms import base
-from tff_noisy.federated.algorithms import fedavg
 from tff_noisy.ops import energy
 from tff_noisy.ops import energy_tf
+from tff_noisy.errors import ConfigError
 from tff_noisy.ops import knn
 from tff_noisy.tff_runtime import import_tff
 
@@ -38,71 +39,42 @@ tff = import_tff()
 NOISE_ESTIMATE = 'noise_estimate'
 
 
-def _logits_before_and_after_training(model_fn, client_optimizer, local_epochs):
-  """TF: (weights, dataset) -> (global-model logits, trained local-model logits) [N, C]."""
-  model = model_fn()
-  train = client_work.build_local_training(model, client_optimizer, None, 0.0, local_epochs)
+def _before_and_after_training(setup, objective):
+  """Statistic: (global-model logits, trained local-model logits) [N, C] on a client.
 
-  @tf.function
-  def logits_of(dataset):
-    collected = tf.TensorArray(tf.float32, size=0, dynamic_size=True, infer_shape=False)
-    for batch in dataset:
-      collected = collected.write(collected.size(), model(batch['x'], training=False))
-    return collected.concat()
-
-  @tf.function
-  def before_and_after(weights, dataset):
-    tf.nest.map_structure(lambda v, t: v.assign(t), client_work.model_weights_of(model),
-                          weights)
-    global_logits = logits_of(dataset)
-    with tf.control_dependencies([global_logits]):
-      train(weights, dataset)
-    return global_logits, logits_of(dataset)
-
-  return before_and_after
-
-
-def build_scoring_computation(model_fn, element_spec, client_optimizer, *, local_epochs: int):
-  """``(global weights@SERVER, data@CLIENTS) -> <global_logits, local_logits>@CLIENTS``.
-
-  Each client computes logits on all its samples with the received weights, trains
-  exactly as the client work does, and computes logits again with the local model. The
-  pooled threshold: the server sees every client's scores.
+  The client trains exactly as its round's client work does (same optimiser, objective
+  and weight decay), so the local model scored is the one the round aggregates.
   """
-  weights_type = client_work.weights_type_of(model_fn)
-  data_type = tff.SequenceType(tff.types.tensorflow_to_type(element_spec))
 
-  @tff.tensorflow.computation(weights_type, data_type)
-  def client_logits(weights, dataset):
-    return _logits_before_and_after_training(model_fn, client_optimizer, local_epochs)(
-        weights, dataset)
+  def statistic(model, dataset):
+    train = client_work.build_local_training(model, setup.client_optimizer, objective,
+                                             setup.local_epochs, setup.weight_decay)
+    global_logits = probe.logits_of(model, dataset)
+    with tf.control_dependencies([global_logits]):
+      received = tf.nest.map_structure(tf.identity, client_work.model_weights_of(model))
+      train(received, dataset, {}, {})
+    return global_logits, probe.logits_of(model, dataset)
 
-  @tff.federated_computation(tff.FederatedType(weights_type, tff.SERVER),
-                             tff.FederatedType(data_type, tff.CLIENTS))
-  def score(weights, client_data):
-    return tff.federated_map(client_logits, (tff.federated_broadcast(weights), client_data))
-
-  return score
+  return statistic
 
 
-def build_private_estimation(model_fn, element_spec, client_optimizer, *, local_epochs: int,
-                             temperature: float, nu: float, score_range, num_bins: int):
+def build_private_estimation(setup, objective, *, temperature: float, nu: float,
+                             score_range, num_bins: int):
   """``(global weights@SERVER, data@CLIENTS) -> <tau@SERVER, n_hat@CLIENTS>``.
 
   The private variant: clients send only a fixed-bin histogram of their global-model
   scores (summed by ``federated_sum``), the server broadcasts tau from the summed
   histogram and each client returns its scalar estimate.
   """
-  weights_type = client_work.weights_type_of(model_fn)
-  data_type = tff.SequenceType(tff.types.tensorflow_to_type(element_spec))
+  client_logits = probe.build_client_statistic(
+      setup.model_fn, setup.element_spec, _before_and_after_training(setup, objective))
+  weights_type, data_type = client_logits.type_signature.parameter
   low, high = (float(v) for v in score_range)
 
-  @tff.tensorflow.computation(weights_type, data_type)
-  def client_scores(weights, dataset):
-    global_logits, local_logits = _logits_before_and_after_training(
-        model_fn, client_optimizer, local_epochs)(weights, dataset)
-    return (energy_tf.energy_score(global_logits, temperature),
-            energy_tf.energy_score(local_logits, temperature))
+  @tff.tensorflow.computation(client_logits.type_signature.result)
+  def client_scores(logits):
+    return (energy_tf.energy_score(logits[0], temperature),
+            energy_tf.energy_score(logits[1], temperature))
 
   scores_type = client_scores.type_signature.result
 
@@ -121,25 +93,26 @@ def build_private_estimation(model_fn, element_spec, client_optimizer, *, local_
   @tff.federated_computation(tff.FederatedType(weights_type, tff.SERVER),
                              tff.FederatedType(data_type, tff.CLIENTS))
   def private_estimate(weights, client_data):
-    scores = tff.federated_map(client_scores, (tff.federated_broadcast(weights), client_data))
+    scores = tff.federated_map(client_scores, tff.federated_map(
+        client_logits, (tff.federated_broadcast(weights), client_data)))
     tau = tff.federated_map(threshold, tff.federated_sum(tff.federated_map(histogram, scores)))
     return tau, tff.federated_map(estimate, (scores, tff.federated_broadcast(tau)))
 
   return private_estimate
 
 
-def build_encoder(params: dict, train_inputs: np.ndarray, seed: int):
+def build_encoder(params: methods.EncoderParams, train_inputs: np.ndarray, seed: int):
   """The NNC encoder: PCA fitted label-free on the training inputs, or a TF-Hub handle."""
-  if params['encoder'] == 'pca':
+  if params.encoder == 'pca':
     try:
-      return pca_lib.PCAEncoder.fit(train_inputs, n_components=params['pca_components'],
-                                    seed=seed, sqrt=params['pca_sqrt'])
+      return pca_lib.PCAEncoder.fit(train_inputs, n_components=params.pca_components,
+                                    seed=seed, sqrt=params.pca_sqrt)
     except pca_lib.NegativeInputsError as e:
       raise ConfigError(f'method.params.pca_sqrt: {e}; use pca_sqrt: false for these '
                         'data') from e
-  size = params.get('encoder_input_size')
-  return hub_lib.HubEncoder(params['encoder'], input_size=tuple(size) if size else None,
-                            channels=params.get('encoder_channels'))
+  size = params.encoder_input_size
+  return hub_lib.HubEncoder(params.encoder, input_size=tuple(size) if size else None,
+                            channels=params.encoder_channels)
 
 
 class FedLN(base.Method):
@@ -147,46 +120,36 @@ class FedLN(base.Method):
 
   nnc = True
   na = True
-  extra_fields = {client_work.AGGREGATION_WEIGHT_KEY: np.float32}
+  extra_fields = {client_work.AGGREGATION_WEIGHT_KEY: (np.float32, ())}
 
-  def __init__(self, process, params, seed, estimation=None):
-    super().__init__(process)
-    self.params = params
-    self.seed = seed
-    self.estimation = estimation
-
-  @classmethod
-  def build(cls, params, model_fn, element_spec, client_optimizer, server_optimizer, *,
-            local_epochs, seed, rounds):
-    del rounds
-    process = fedavg.build_fedavg_process(model_fn, element_spec, client_optimizer,
-                                          server_optimizer, local_epochs=local_epochs)
-    estimation = None
-    if cls.na and params['threshold'] == 'private':
-      estimation = build_private_estimation(
-          model_fn, element_spec, client_optimizer, local_epochs=local_epochs,
-          temperature=params['temperature'], nu=params['nu'],
-          score_range=params['score_range'], num_bins=params['score_bins'])
-    elif cls.na:
-      estimation = build_scoring_computation(model_fn, element_spec, client_optimizer,
-                                             local_epochs=local_epochs)
-    client_work.restore_eager_model_classes(model_fn)
-    return cls(process, params, seed, estimation)
+  def __init__(self, process, params, setup):
+    super().__init__(process, params, setup)
+    self.estimation = None
+    if not self.na:
+      return
+    if params.threshold == 'private':
+      self.estimation = build_private_estimation(
+          setup, process.objective, temperature=params.temperature, nu=params.nu,
+          score_range=params.score_range, num_bins=params.score_bins)
+    else:
+      self.estimation = probe.build_probe(
+          setup.model_fn, setup.element_spec,
+          _before_and_after_training(setup, process.objective))
 
   def prepare(self, data, store) -> dict:
     if not self.nnc:
       return {}
     inputs = np.concatenate([data.x[cid] for cid in data.client_ids])
-    encoder = build_encoder(self.params, inputs, self.seed)
+    encoder = build_encoder(self.params, inputs, self.setup.seed)
     embeddings = hub_lib.embed_cached(
         encoder, inputs, os.path.join(sources.cache_root(), 'embeddings'), data.config_hash)
     start = 0
     for index, cid in enumerate(data.client_ids):
       n = len(data.y[cid])
       if n:
-        store.set(cid, 'labels', knn.knn_vote(
-            embeddings[start:start + n], data.y[cid], self.params['k'],
-            seed=self.seed * 100003 + index, num_classes=data.num_classes))
+        store.set_derived(cid, 'labels', knn.knn_vote(
+            embeddings[start:start + n], data.y[cid], self.params.k,
+            seed=self.setup.seed * 100003 + index, num_classes=data.num_classes))
       start += n
     return {'nnc_encoder': encoder.encoder_id}
 
@@ -198,26 +161,26 @@ class FedLN(base.Method):
             np.full(num_examples, 1.0 - estimate, np.float32)}
 
   def all_clients_in_round(self, round_num) -> bool:
-    return self.na and round_num == self.params['activation_round']
+    return self.na and round_num == self.params.activation_round
 
-  def before_round(self, round_num, state, datasets_fn, store) -> dict:
+  def before_round(self, round_num, state, datasets_fn, store):
     if not self.all_clients_in_round(round_num):
-      return {}
+      return state, {}
     datasets = datasets_fn()
     weights = self.process.get_model_weights(state)
-    if self.params['threshold'] == 'private':
+    if self.params.threshold == 'private':
       tau, values = self.estimation(weights, list(datasets.values()))
     else:
       logits = self.estimation(weights, list(datasets.values()))
-      temperature = self.params['temperature']
+      temperature = self.params.temperature
       tau = energy.pooled_threshold(
-          [energy.energy_score(g, temperature) for g, _ in logits], self.params['nu'])
+          [energy.energy_score(g, temperature) for g, _ in logits], self.params.nu)
       values = [energy.noise_estimate(energy.energy_score(local, temperature), tau)
                 for _, local in logits]
     estimates = {cid: float(v) for cid, v in zip(datasets, values)}
     for cid, value in estimates.items():
       store.set(cid, NOISE_ESTIMATE, value)
-    return {'noise_threshold': float(tau), 'noise_estimates': estimates}
+    return state, {'noise_threshold': float(tau), 'noise_estimates': estimates}
 
 
 class FedLNNNC(FedLN):

@@ -1,0 +1,126 @@
+"""A toy stateful method through the driver: client state persists, phases survive resume.
+
+The toy counts each client's rounds in its objective state, and the server switches a
+phase (a loss scale broadcast as an hparam) once the round's training accuracy passes a
+threshold: both are decided by earlier rounds, so a resumed run only equals the
+uninterrupted one if the checkpoint keeps them.
+"""
+import collections
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tff_noisy import config as config_lib
+from tff_noisy import methods
+from tff_noisy.federated import algorithms
+from tff_noisy.federated.algorithms import base
+from tff_noisy.federated.objectives.base import ClientObjective
+from tff_noisy.ops import losses
+from tff_noisy.simulation import checkpoint
+from tff_noisy.simulation import client_state
+from tff_noisy.simulation import driver
+
+
+class _PhasedCounting(ClientObjective):
+  state_spec = {'rounds': tf.TensorSpec([], tf.int32)}
+  hparams = {'phase': np.int32(0)}
+
+  def initial_state(self, labels):
+    return {'rounds': np.int32(0)}
+
+  def loss(self, batch, logits, features, context, hparams, rows):
+    scale = 1.0 + tf.cast(hparams['phase'], tf.float32)
+    return scale * losses.cross_entropy(batch['y'], logits)
+
+  def epilogue(self, predict, dataset, context, state, hparams):
+    return collections.OrderedDict(rounds=state['rounds'] + 1), tf.constant(1.0)
+
+
+class _ToyMethod(base.Method):
+
+  @classmethod
+  def objective(cls, params, setup):
+    return _PhasedCounting()
+
+  def after_round(self, round_num, state, metrics):
+    phase = int(self.process.get_hparams(state)['phase'])
+    if phase == 0 and metrics['train_accuracy'] > 0.5:
+      return self.process.set_hparams(state, {'phase': 1}), {'phase_switched': round_num}
+    return state, {}
+
+
+@pytest.fixture
+def toy(monkeypatch):
+  monkeypatch.setitem(methods.METHODS, 'toy', methods.MethodSpec(
+      methods.Params, 'unused', 'a toy stateful method'))
+  real = algorithms.method_class
+  monkeypatch.setattr(algorithms, 'method_class',
+                      lambda name: _ToyMethod if name == 'toy' else real(name))
+  stores = []  # Every store the driver makes or loads, newest last.
+  real_init = client_state.ClientStateStore.__init__
+
+  def recording_init(self):
+    real_init(self)
+    stores.append(self)
+
+  monkeypatch.setattr(client_state.ClientStateStore, '__init__', recording_init)
+  return stores
+
+
+def _config(rounds):
+  return config_lib.from_dict({
+      'seed': 5, 'data': {'dataset': 'digits'},
+      'partition': {'name': 'iid', 'num_clients': 5},
+      'noise': {'name': 'symmetric', 'rate': 0.2, 'noisy_fraction': 0.4},
+      'model': {'name': 'mlp'}, 'method': {'name': 'toy'},
+      'fl': {'rounds': rounds, 'clients_per_round': 2, 'batch_size': 32, 'client_lr': 0.1,
+             'checkpoint_every': 2},
+  })
+
+
+def _counters(store, client_ids):
+  return {cid: int(store.get(cid, 'objective.rounds', -1)) for cid in client_ids}
+
+
+def test_only_sampled_clients_state_changes_and_phase_switches(tmp_path, tmp_cache, toy):
+  results = driver.run_experiment(_config(4), str(tmp_path / 'run'))
+  sampled = collections.Counter(cid for r in results.rounds for cid in r['clients'])
+  ids = list(results.client_noise_rates)
+  assert _counters(toy[-1], ids) == {cid: sampled.get(cid, -1) for cid in ids}
+  assert len(sampled) < len(ids) or max(sampled.values()) > 1  # Not every client alike.
+  switched = [r['round'] for r in results.rounds if 'phase_switched' in r]
+  assert len(switched) == 1 and switched[0] < 4
+
+
+def test_kill_and_resume_equals_the_uninterrupted_run(tmp_path, tmp_cache, toy, monkeypatch):
+  reference = driver.run_experiment(_config(6), str(tmp_path / 'ref'))
+  reference_counters = _counters(toy[-1], list(reference.client_noise_rates))
+  real_save = checkpoint.save
+
+  def crash_after_round_4(directory, round_num, *args, **kwargs):
+    real_save(directory, round_num, *args, **kwargs)
+    if round_num == 4:
+      raise KeyboardInterrupt('simulated kill')
+
+  monkeypatch.setattr(checkpoint, 'save', crash_after_round_4)
+  with pytest.raises(KeyboardInterrupt):
+    driver.run_experiment(_config(6), str(tmp_path / 'crashed'))
+  monkeypatch.setattr(checkpoint, 'save', real_save)
+  resumed = driver.run_experiment(_config(6), str(tmp_path / 'crashed'), resume=True)
+  keys = ('clients', 'train_loss', 'test_accuracy', 'phase_switched')
+  assert [{k: r.get(k) for k in keys} for r in resumed.rounds] == [
+      {k: r.get(k) for k in keys} for r in reference.rounds]
+  assert _counters(toy[-1], list(resumed.client_noise_rates)) == reference_counters
+
+
+def test_state_of_the_wrong_shape_is_a_clear_error():
+  spec = {'offsets': tf.TensorSpec([None, 3], tf.float32)}
+  with pytest.raises(client_state.ClientStateError,
+                     match=r"client c1: state 'offsets' has shape \(4, 2\) but the "
+                           r'objective declares \(None, 3\)'):
+    client_state.check_state(spec, {'offsets': np.zeros((4, 2), np.float32)}, 'c1')
+  with pytest.raises(client_state.ClientStateError, match='dtype float64'):
+    client_state.check_state(spec, {'offsets': np.zeros((4, 3))}, 'c1')
+  with pytest.raises(client_state.ClientStateError, match=r"declares \['offsets'\]"):
+    client_state.check_state(spec, {}, 'c1')

@@ -1,0 +1,50 @@
+"""The method registry: typed parameters, clear errors, one entry per method."""
+import dataclasses
+
+import pytest
+
+from tff_noisy import methods
+from tff_noisy.errors import ConfigError
+from tff_noisy.federated import algorithms
+
+
+@pytest.mark.parametrize('name', sorted(methods.METHODS))
+def test_every_registered_method_resolves_to_its_algorithm(name):
+  method_cls = algorithms.method_class(name)
+  assert issubclass(method_cls, algorithms.Method)
+  params = methods.resolve_params(name, {}, rounds=100)
+  assert isinstance(params, methods.METHODS[name].params)
+
+
+def test_shared_groups_are_one_class():
+  assert issubclass(methods.FedLNParams, methods.NNCParams)
+  assert issubclass(methods.FedLNParams, methods.NoiseAwareParams)
+  assert issubclass(methods.NNCParams, methods.EncoderParams)
+  assert issubclass(methods.FedDSProxParams, methods.ProximalParams)
+  fields = [f.name for f in dataclasses.fields(methods.FedLNParams)]
+  assert len(fields) == len(set(fields))
+
+
+@pytest.mark.parametrize('name, params, match', [
+    ('fedavg', {'k': 3}, r"method.params.k: not a parameter of 'fedavg' \(it belongs to "
+                         r'fedln, fedln_nnc\)'),
+    ('fedprox', {'nu': 1}, r"belongs to fedln, fedln_nafedavg\); did you mean 'mu'\?"),
+    ('fedln_nnc', {'k': 'ten'}, r"method.params.k: needs an integer, got 'ten'"),
+    ('fedln_nnc', {'k': 0}, 'method.params.k: needs an integer >= 1, got 0'),
+    ('fedln', {'nu': 100}, r'method.params.nu: needs a percentile in \(0, 100\)'),
+    ('fedln_nafedavg', {'activation_round': 200}, 'a round within fl.rounds=100'),
+    ('fedds', {'em': 'remote'}, "method.params.em: needs 'central' or 'federated'"),
+    ('fedds_fedprox', {'mu': 0}, 'method.params.mu: needs a number > 0'),
+    ('fedavgg', {}, "method.name: unknown method 'fedavgg'; did you mean 'fedavg'?"),
+])
+def test_bad_parameters_name_the_field(name, params, match):
+  with pytest.raises(ConfigError, match=match):
+    methods.resolve_params(name, params, rounds=100)
+
+
+def test_registry_imports_no_tensorflow():
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  code = ('import sys; from tff_noisy import validation; '
+          'assert "tensorflow" not in sys.modules, "tensorflow imported"')
+  subprocess.run([sys.executable, '-c', code], check=True)

@@ -1,0 +1,1 @@
+"""Client objectives: one module per method family (``base``: cross-entropy and FedProx)."""

@@ -1,0 +1,73 @@
+"""``ClientObjective``: a method's client side, run by the one generic client work.
+
+Inside a client's computation the client work (``client_work.build_local_training``)
+calls, in order (ARCHITECTURE §3):
+
+1. ``prologue(predict, dataset, state, hparams) -> context`` on the just-received global
+   model, before any training (FedEFC's transition matrix, MaskedOptim's class prior).
+   The context never leaves the client.
+2. For every batch, ``loss(batch, logits, features, context, hparams, rows) -> [B]``: the
+   per-example loss. ``features`` are the model's penultimate features when
+   ``uses_features`` is set (else None); ``rows`` are the batch's rows of the trainable
+   per-example state (``trainable_state``), else None. The mean loss, the model's own
+   regularisation ``losses``, FedProx's proximal term and ``fl.weight_decay`` drive the
+   model's optimiser step; the rows take ``update_rows`` with their own gradient.
+3. ``epilogue(predict, dataset, context, state, hparams) -> (new state, update scale)``
+   after training: merge state (MaskedOptim's label logits with the local model's
+   predictions) and scale the update (its pre-merge with the global model).
+
+``state_spec`` declares the per-client state the objective keeps across rounds
+(checkpointed; a ``None`` leading dimension is one row per example, indexed by the
+dataset's ``index`` field); ``initial_state`` gives a client's state before it has any.
+``hparams`` are server-decided values broadcast to every client each round (a phase,
+a warm-up flag), held in the process state so that a checkpoint keeps them.
+
+The default objective is cross-entropy (FedAvg), with a proximal strength for FedProx.
+"""
+
+from typing import Mapping, Optional
+
+import numpy as np
+import tensorflow as tf
+
+from tff_noisy.ops import losses
+
+
+class ClientObjective:
+  """Cross-entropy with an optional FedProx proximal term: FedAvg's and FedProx's clients."""
+
+  uses_features: bool = False
+  state_spec: Mapping[str, tf.TensorSpec] = {}
+  trainable_state: Optional[str] = None
+  hparams: Mapping[str, np.ndarray] = {}
+
+  def __init__(self, proximal_strength: float = 0.0):
+    if proximal_strength < 0:
+      raise ValueError(f'proximal_strength must be >= 0, got {proximal_strength}')
+    self.proximal_strength = float(proximal_strength)
+
+  def initial_state(self, labels: np.ndarray) -> dict:
+    """A client's state before its first round, from its (observed) labels."""
+    del labels
+    return {}
+
+  def prologue(self, predict, dataset, state, hparams) -> dict:
+    """Context for the losses, computed with the received model (``predict(x)`` logits)."""
+    del predict, dataset, state, hparams
+    return {}
+
+  def loss(self, batch, logits, features, context, hparams, rows):
+    """Per-example loss [B]; cross-entropy on the batch's labels."""
+    del features, context, hparams, rows
+    return losses.cross_entropy(batch['y'], logits)
+
+  def update_rows(self, rows, gradients, hparams):
+    """New values of the batch's trainable-state rows after a step."""
+    raise NotImplementedError(
+        f'{type(self).__name__} declares trainable_state={self.trainable_state!r} but no '
+        'update_rows')
+
+  def epilogue(self, predict, dataset, context, state, hparams):
+    """``(new state, update scale)`` after local training; default: unchanged, 1."""
+    del predict, dataset, context, hparams
+    return state, tf.constant(1.0)

@@ -1,0 +1,62 @@
+"""Probing without training the global model: a per-client statistic on any set of clients.
+
+``build_probe(model_fn, element_spec, statistic)`` is the one computation that evaluates
+``statistic(model, dataset)`` on each given client with the just-broadcast global
+weights loaded into ``model`` (FedLN's energy scores, MaskedOptim's per-class mean loss,
+FedEFC's accuracy on the client's own labels). Which clients it runs on is the caller's
+choice, independent of the round's sample; it leaves the process state untouched.
+"""
+
+from typing import Callable
+
+import tensorflow as tf
+
+from tff_noisy.federated import client_work
+from tff_noisy.tff_runtime import import_tff
+
+tff = import_tff()
+
+Statistic = Callable[[tf.keras.Model, tf.data.Dataset], object]
+
+
+def build_client_statistic(model_fn, element_spec, statistic: Statistic):
+  """TFF computation ``(weights, dataset) -> statistic`` run on one client."""
+  weights_type = client_work.weights_type_of(model_fn)
+  data_type = tff.SequenceType(tff.types.tensorflow_to_type(element_spec))
+
+  @tff.tensorflow.computation(weights_type, data_type)
+  def client_statistic(weights, dataset):
+    model = model_fn()
+
+    @tf.function  # Orders the weight assignment before the statistic's forward passes.
+    def evaluate(weights, dataset):
+      tf.nest.map_structure(lambda v, t: v.assign(t), client_work.model_weights_of(model),
+                            weights)
+      return statistic(model, dataset)
+
+    return evaluate(weights, dataset)
+
+  return client_statistic
+
+
+def build_probe(model_fn, element_spec, statistic: Statistic):
+  """``(global weights@SERVER, data@CLIENTS) -> statistic@CLIENTS``."""
+  client_statistic = build_client_statistic(model_fn, element_spec, statistic)
+  weights_type, data_type = client_statistic.type_signature.parameter
+
+  @tff.federated_computation(tff.FederatedType(weights_type, tff.SERVER),
+                             tff.FederatedType(data_type, tff.CLIENTS))
+  def probe(weights, client_data):
+    return tff.federated_map(client_statistic,
+                             (tff.federated_broadcast(weights), client_data))
+
+  client_work.restore_eager_model_classes(model_fn)
+  return probe
+
+
+def logits_of(model: tf.keras.Model, dataset: tf.data.Dataset) -> tf.Tensor:
+  """The model's inference-mode logits on every example of ``dataset``, in order [N, C]."""
+  collected = tf.TensorArray(tf.float32, size=0, dynamic_size=True, infer_shape=False)
+  for batch in dataset:
+    collected = collected.write(collected.size(), model(batch['x'], training=False))
+  return collected.concat()
