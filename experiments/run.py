@@ -21,6 +21,8 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 from tff_noisy import config as config_lib
 from tff_noisy import errors
+from tff_noisy import methods
+from tff_noisy import validation
 from tff_noisy.data import sources
 from tff_noisy.embeddings.cli import add_embed_command
 from tff_noisy.simulation import run_dir
@@ -28,7 +30,10 @@ from tflite_export import export_run
 
 
 def _load(args) -> config_lib.ExperimentConfig:
-  return config_lib.load(args.config, args.set)
+  """The config file with ``--set`` applied, validated whole before anything heavy loads."""
+  config = config_lib.load(args.config, args.set)
+  validation.validate_experiment(config)
+  return config
 
 
 def _cmd_data_build(args) -> None:
@@ -60,8 +65,6 @@ def method_config(config: config_lib.ExperimentConfig, method: str):
   So a fedln config's k and R_c also apply to fedln_nnc and fedln_nafedavg. The result
   is validated whole (every registry's choices), before any run starts.
   """
-  from tff_noisy import methods  # pylint: disable=g-import-not-at-top
-  from tff_noisy import validation  # pylint: disable=g-import-not-at-top
   values = copy.deepcopy(config.to_dict())
   accepted = methods.param_names(method) if method in methods.METHODS else ()
   params = {k: v for k, v in values['method']['params'].items() if k in accepted}
