@@ -133,9 +133,3 @@ def test_export_quantize_is_checked_before_importing_tensorflow(tmp_path):
   assert done.stdout.split() == ['exit', '2', 'False']
   assert done.stderr == ("tff-noisy: error: unknown quantize 'int4'; allowed: none, float16, "
                          'dynamic, int8\n')
-
-
-def test_export_knows_the_converters_modes():
-  from tflite_export import convert  # pylint: disable=g-import-not-at-top
-  from tflite_export import export_run  # pylint: disable=g-import-not-at-top
-  assert export_run.QUANTIZE_MODES == convert.QUANTIZATIONS

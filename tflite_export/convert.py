@@ -17,28 +17,11 @@ import tensorflow as tf
 from tensorflow.lite.tools import flatbuffer_utils
 
 from models import audio
+from tflite_export import options
+from tflite_export.options import QUANTIZATIONS  # pylint: disable=unused-import (re-exported)
 
-QUANTIZATIONS = ('none', 'float16', 'dynamic', 'int8')
 # Layers whose ops 'int8' leaves in float.
 _FLOAT_LAYERS = (audio.LogMelFrontEnd,)
-
-
-def check_quantize(quantize: str) -> None:
-  if quantize not in QUANTIZATIONS:
-    raise ValueError(f'unknown quantize {quantize!r}; allowed: '
-                     f'{", ".join(QUANTIZATIONS)}')
-
-
-def check_options(quantize: str, representative_size: Optional[int] = 200,
-                  integer_io: bool = False) -> None:
-  """Raises ValueError unless ``convert_keras`` accepts these options."""
-  check_quantize(quantize)
-  if quantize == 'int8':
-    if not representative_size or representative_size < 1:
-      raise ValueError('int8 quantisation needs representative_size >= 1, got '
-                       f'{representative_size!r}')
-  elif integer_io:
-    raise ValueError(f'integer_io needs quantize=int8, got {quantize!r}')
 
 
 def op_names(tflite_bytes: bytes) -> list:
@@ -88,7 +71,7 @@ def convert_keras(model: tf.keras.Model, quantize: str = 'none',
 
   Args:
     model: a Keras model with float inputs.
-    quantize: one of QUANTIZATIONS.
+    quantize: one of ``options.QUANTIZATIONS``.
     representative_data: training inputs [N, ...] for 'int8' calibration.
     representative_size: how many of them calibrate 'int8' (>= 1).
     integer_io: 'int8' only: int8 input and output tensors instead of float32
@@ -98,7 +81,7 @@ def convert_keras(model: tf.keras.Model, quantize: str = 'none',
   Returns:
     The .tflite bytes.
   """
-  check_options(quantize, representative_size, integer_io)
+  options.check_options(quantize, representative_size, integer_io)
   if quantize == 'int8' and (representative_data is None or
                              not len(representative_data)):
     raise ValueError('int8 quantisation needs representative_data (training '

@@ -20,9 +20,8 @@ from tff_noisy import config as config_lib
 from tff_noisy.data import federated
 from tff_noisy.errors import PROG, UserError
 from tff_noisy.simulation import results as results_lib
+from tflite_export import options
 
-# convert.QUANTIZATIONS, known here without importing TensorFlow (a test keeps them equal).
-QUANTIZE_MODES = ('none', 'float16', 'dynamic', 'int8')
 
 _AUDIO = ('mono 16 kHz waveform of {samples} samples, float32 in [-1, 1] '
           '(16-bit PCM / 32768), zero-padded or cut to length; resample other '
@@ -46,7 +45,7 @@ def export_run(run_dir: str, quantize: str = 'none',
 
   Args:
     run_dir: output directory of a finished ``tff-noisy run``.
-    quantize: one of ``convert.QUANTIZATIONS``.
+    quantize: one of ``options.QUANTIZATIONS``.
     out: the .tflite path (default ``RUN_DIR/model_<quantize>.tflite``); the
       sidecar goes next to it (``sidecar.sidecar_path``).
     representative_size: int8 only: training inputs that calibrate (>= 1).
@@ -61,11 +60,10 @@ def export_run(run_dir: str, quantize: str = 'none',
   Raises:
     FileNotFoundError: ``run_dir`` has no results.json or final_weights.npz.
     UserError: final_weights.npz cannot be read.
-    ValueError: options ``convert_keras`` refuses (checked before any work; an unknown
-      ``quantize`` before TensorFlow is imported).
+    ValueError: options ``convert_keras`` refuses (checked before any work, before
+      TensorFlow is imported).
   """
-  if quantize not in QUANTIZE_MODES:
-    raise ValueError(f'unknown quantize {quantize!r}; allowed: {", ".join(QUANTIZE_MODES)}')
+  options.check_options(quantize, representative_size, integer_io)
   results = results_lib.load(run_dir)
   try:
     weights = results_lib.load_final_weights(run_dir)
@@ -79,7 +77,6 @@ def export_run(run_dir: str, quantize: str = 'none',
   from tflite_export import sidecar
   from tflite_export import verify as verify_lib
   # pylint: enable=g-import-not-at-top
-  convert.check_options(quantize, representative_size, integer_io)
   config = config_lib.from_dict(results['config'])
   data = federated.build_federated_data(config)
   model = driver.make_model_fn(config, data.input_shape, data.num_classes)()

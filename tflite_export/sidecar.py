@@ -6,7 +6,7 @@ import pathlib
 import numpy as np
 import tensorflow as tf
 
-from tflite_export import convert
+from tflite_export import options
 
 FORMAT_VERSION = 1
 
@@ -48,11 +48,11 @@ def write_sidecar(path, *, class_names, input_shape, input_dtype,
     input_shape: one example's shape (no batch axis).
     input_dtype: dtype the app feeds, e.g. 'float32' or 'int8'.
     preprocessing: what the app does to raw data before the model, in words.
-    quantize: one of ``convert.QUANTIZATIONS``.
+    quantize: one of ``options.QUANTIZATIONS``.
     quantization_params: ``quantization_params(tflite_bytes)``.
     config_hash: hash of the ExperimentConfig that trained the model.
   """
-  convert.check_quantize(quantize)
+  options.check_quantize(quantize)
   sidecar = {
       'format_version': FORMAT_VERSION,
       'model_file': pathlib.Path(path).name,

@@ -56,6 +56,7 @@ def encoder():
   return _pretrain(seed=0)
 
 
+@pytest.mark.slow
 def test_pretraining_is_seeded(encoder):
   first = encoder(_digits(), training=False).numpy()
   assert first.shape == (64, 16)

@@ -97,6 +97,7 @@ def test_fedln_run_estimates_noise_weights_clients_and_corrects_labels(tmp_path,
   assert 0.0 < report['fraction_changed'] < 1.0
 
 
+@pytest.mark.slow
 def test_nnc_only_run_has_no_estimation_round(tmp_path, tmp_cache):
   results = driver.run_experiment(_fedln_config('fedln_nnc', k=10, pca_components=10),
                                   str(tmp_path / 'nnc'))
@@ -129,6 +130,7 @@ def test_unloadable_hub_encoder_is_a_clear_error(tmp_path, tmp_cache):
     driver.run_experiment(config, str(tmp_path / 'x'))
 
 
+@pytest.mark.slow
 def test_private_threshold_estimates_match_pooled_ones(tmp_path, tmp_cache):
   pooled = driver.run_experiment(
       _fedln_config('fedln_nafedavg', activation_round=2), str(tmp_path / 'pooled'))

@@ -177,6 +177,7 @@ def test_non_finite_client_keeps_its_old_state(counting):
   assert int(out.metrics['client_work']['train']['non_finite_clients']) == 1
 
 
+@pytest.mark.slow
 def test_weight_decay_and_model_losses_are_trained_on():
   x, y = _client(7, 16)
   spec = _dataset(x, y).element_spec

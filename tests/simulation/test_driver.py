@@ -47,6 +47,7 @@ def test_results_files_and_schema(tmp_path, tmp_cache):
   assert results.final_accuracy > 0.5  # Four rounds of FedAvg learn digits well above chance.
 
 
+@pytest.mark.slow
 def test_same_seed_same_accuracies(tmp_path, tmp_cache):
   first = driver.run_experiment(_config(), str(tmp_path / 'a'))
   second = driver.run_experiment(_config(), str(tmp_path / 'b'))
@@ -54,6 +55,7 @@ def test_same_seed_same_accuracies(tmp_path, tmp_cache):
   assert [r['clients'] for r in first.rounds] == [r['clients'] for r in second.rounds]
 
 
+@pytest.mark.slow
 def test_resume_after_crash_matches_uninterrupted_run(tmp_path, tmp_cache, monkeypatch):
   config = _config(**{'fl.rounds': 6})
   reference = driver.run_experiment(config, str(tmp_path / 'ref'))
@@ -76,6 +78,7 @@ def test_resume_after_crash_matches_uninterrupted_run(tmp_path, tmp_cache, monke
     assert {k: got[k] for k in keys} == {k: want[k] for k in keys}
 
 
+@pytest.mark.slow
 def test_batchnorm_global_model_evaluates_like_keras(tmp_path, tmp_cache):
   config = _config(**{'model.name': 'resnet20', 'model.norm': 'batch', 'fl.rounds': 2,
                       'data.train_subset': 400, 'data.test_subset': 200})
@@ -91,6 +94,7 @@ def test_batchnorm_global_model_evaluates_like_keras(tmp_path, tmp_cache):
   assert results.final_accuracy == pytest.approx(keras_accuracy, abs=1e-6)
 
 
+@pytest.mark.slow
 def test_empty_client_is_skipped_and_counted(tmp_path, tmp_cache, monkeypatch):
   real_build = federated_data.build_federated_data
 

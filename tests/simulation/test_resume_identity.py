@@ -12,6 +12,7 @@ def _config(rounds, seed=3):
       'fl': {'rounds': rounds, 'participation': 0.5, 'checkpoint_every': 2}})
 
 
+@pytest.mark.slow
 def test_resume_refuses_another_run_and_extends_its_own(tmp_path, tmp_cache):
   out = str(tmp_path)
   driver.run_experiment(_config(2), out)
