@@ -53,7 +53,7 @@ def shutdown_workers(timeout: float = 10.0) -> int:
   """Stops every TFF worker this process started; returns how many were running."""
   stopped = 0
   for process in _worker_processes():
-    if process.poll() is not None:
+    if process.pid is None or process.poll() is not None:  # Never started, or exited.
       continue
     process.send_signal(signal.SIGINT)
     try:

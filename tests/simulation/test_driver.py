@@ -94,6 +94,28 @@ def test_batchnorm_global_model_evaluates_like_keras(tmp_path, tmp_cache):
   assert results.final_accuracy == pytest.approx(keras_accuracy, abs=1e-6)
 
 
+def test_round_where_every_update_diverged_records_null_and_warns(tmp_path, tmp_cache,
+                                                                  monkeypatch):
+  real_build = federated_data.build_federated_data
+
+  def with_nan_inputs(config):
+    data = real_build(config)
+    for cid in data.client_ids:
+      data.x[cid] = np.full_like(data.x[cid], np.nan)
+    return data
+
+  monkeypatch.setattr(federated_data, 'build_federated_data', with_nan_inputs)
+  warnings = []
+  monkeypatch.setattr(driver, 'warn', warnings.append)
+  results = driver.run_experiment(_config(**{'fl.rounds': 1}), str(tmp_path / 'nan'))
+  record = results.rounds[0]
+  assert record['train_loss'] is None and record['train_accuracy'] is None
+  assert record['non_finite_clients'] == len(record['clients'])
+  assert any('every client update was non-finite and rejected' in w for w in warnings)
+  saved = json.loads((tmp_path / 'nan' / 'results.json').read_text())
+  assert saved['rounds'][0]['train_loss'] is None  # null in the JSON, not 0.0.
+
+
 @pytest.mark.slow
 def test_empty_client_is_skipped_and_counted(tmp_path, tmp_cache, monkeypatch):
   real_build = federated_data.build_federated_data
