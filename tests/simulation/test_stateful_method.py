@@ -93,6 +93,7 @@ def test_only_sampled_clients_state_changes_and_phase_switches(tmp_path, tmp_cac
   assert len(switched) == 1 and switched[0] < 4
 
 
+@pytest.mark.slow
 def test_kill_and_resume_equals_the_uninterrupted_run(tmp_path, tmp_cache, toy, monkeypatch):
   reference = driver.run_experiment(_config(6), str(tmp_path / 'ref'))
   reference_counters = _counters(toy[-1], list(reference.client_noise_rates))
