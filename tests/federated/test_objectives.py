@@ -77,20 +77,21 @@ def _initial_state(process, model):
   return process.set_model_weights(process.initialize(), weights)
 
 
-@pytest.fixture(scope='module')
-def counting():
+def _process(objective):
   x, y = _client(0, 4)
   return process_lib.build_process(_model_fn, _dataset(x, y).element_spec,
                                    tff.learning.optimizers.build_sgdm(0.1),
-                                   objective=CountingObjective())
+                                   objective=objective)
+
+
+@pytest.fixture(scope='module')
+def counting():
+  return _process(CountingObjective())
 
 
 @pytest.fixture(scope='module')
 def offsets():
-  x, y = _client(0, 4)
-  return process_lib.build_process(_model_fn, _dataset(x, y).element_spec,
-                                   tff.learning.optimizers.build_sgdm(0.1),
-                                   objective=OffsetObjective())
+  return _process(OffsetObjective())
 
 
 def test_type_signature_carries_client_state(counting):
