@@ -48,6 +48,8 @@ class NoiseConfig:
   level: float = 0.0  # fedln / cleanlab: n_l.
   sparsity: float = 0.0  # fedln / cleanlab: n_s.
   shared_matrix: bool = False  # fedln / cleanlab: one matrix for all noisy clients (FedEFC).
+  matrix_seed: Optional[int] = None  # cleanlab: cleanlab's own seed (client m: +m); None: from seed.
+  valid_matrix: bool = False  # cleanlab: cleanlab's learnability check (valid_noise_matrix).
   min_rate: float = 0.0  # linear: per-client rates linearly spaced in [min_rate, max_rate].
   max_rate: float = 0.0
   rates: Optional[list] = None  # choice: each client's rate drawn from this list (FedDS).
@@ -122,12 +124,26 @@ class ExperimentConfig:
         'seed': self.seed,
         'data': data,
         'partition': dataclasses.asdict(self.partition),
-        'noise': dataclasses.asdict(self.noise),
+        'noise': {name: value for name, value in dataclasses.asdict(self.noise).items()
+                  if not is_unset_addition(f'noise.{name}', value)},
     }
 
   def data_hash(self) -> str:
+    """The data's cache key; a noise field added later counts only when it is set, so
+    the builds (and checkpoints) made before it keep their key."""
     blob = json.dumps(self.data_dict(), sort_keys=True).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
+
+
+# Fields added after data was cached and checkpoints were written, with their defaults:
+# at the default they are left out of the data's cache key and of checkpoint identities,
+# so those stay valid.
+ADDED_FIELDS = {'noise.matrix_seed': None, 'noise.valid_matrix': False}
+
+
+def is_unset_addition(dotted_name: str, value: Any) -> bool:
+  """True for a field of ``ADDED_FIELDS`` that still has its default value."""
+  return dotted_name in ADDED_FIELDS and value == ADDED_FIELDS[dotted_name]
 
 
 def _type_ok(value: Any, annotation: Any) -> Any:

@@ -185,3 +185,32 @@ def test_errors():
     _noisy('nope')
   with pytest.raises(ValueError, match=r'outside \[0, 10\)'):
     _noisy('symmetric', [np.array([0, 10])], rate=0.1)
+
+
+def test_cleanlab_matrix_seed_is_cleanlabs_own_and_valid_matrix_is_learnable():
+  from cleanlab.benchmarking import noise_generation
+  config = NoiseConfig(name='cleanlab', level=0.4, sparsity=0.8, shared_matrix=True,
+                       matrix_seed=42, valid_matrix=True)
+  shared = noise_lib.client_matrices(3, C, config, seed=0)
+  assert all(m is shared[0] for m in shared)
+  assert all(np.array_equal(m, noise_lib.client_matrices(2, C, config, seed=7)[0])
+             for m in shared)  # The run's seed does not move it.
+  direct = noise_generation.generate_noise_matrix_from_trace(
+      C, C * 0.6, py=np.full(C, 0.1), frac_zero_noise_rates=0.8, valid_noise_matrix=True,
+      seed=42)
+  np.testing.assert_array_equal(shared[0], direct.T)
+  # Learnable (cleanlab's check, uniform prior): p(true c | noisy c) > p(true c).
+  assert (np.diagonal(shared[0]) / shared[0].sum(axis=0) > 0.1).all()
+  per_client = noise_lib.client_matrices(
+      2, C, NoiseConfig(name='cleanlab', level=0.4, sparsity=0.8, matrix_seed=42), seed=0)
+  assert not np.array_equal(per_client[0], per_client[1])  # Client m: seed 42 + m.
+
+
+def test_cleanlab_without_a_learnable_matrix_says_so(monkeypatch):
+  from cleanlab.benchmarking import noise_generation
+  from tff_noisy.errors import ConfigError
+  # cleanlab returns None once its 10,000 draws found no learnable matrix.
+  monkeypatch.setattr(noise_generation, 'generate_noise_matrix_from_trace',
+                      lambda *args, **kwargs: None)
+  with pytest.raises(ConfigError, match='noise.valid_matrix: cleanlab drew no learnable'):
+    noise_lib.cleanlab_matrix(3, 0.6, 0.0, seed=0, valid=True)

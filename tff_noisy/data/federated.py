@@ -111,6 +111,15 @@ def validate_config(config: ExperimentConfig) -> None:
     _require(spec.num_classes == 10, 'noise.name' if noise.name == 'cifar10_asym'
              else 'noise.flip', f'cifar10_asym needs a 10-class dataset; {data.dataset} '
              f'has {spec.num_classes} classes')
+  for field, unset in (('matrix_seed', None), ('valid_matrix', False)):
+    _require(getattr(noise, field) == unset or noise.name == 'cleanlab', f'noise.{field}',
+             f"only for noise 'cleanlab', got noise.name={noise.name!r}")
+  _require(noise.matrix_seed is None or noise.matrix_seed >= 0, 'noise.matrix_seed',
+           f'must be >= 0, got {noise.matrix_seed}')
+  if noise.valid_matrix:
+    _require(spec.num_classes * (1.0 - noise.level) > 1.0, 'noise.level',
+             f'a learnable matrix needs trace C(1 - level) > 1; got level {noise.level} '
+             f'with {spec.num_classes} classes')
   if noise.name == 'real':
     with_columns = [n for n, s in sources.DATASETS.items() if s.noisy_label_columns]
     _require(bool(spec.noisy_label_columns), 'noise.name',

@@ -24,6 +24,7 @@ from typing import Optional
 import numpy as np
 
 from tff_noisy.config import NoiseConfig
+from tff_noisy.errors import ConfigError
 from tff_noisy.data.partition import apportion, generator
 
 NOISE_MODELS = ('none', 'symmetric', 'pairflip', 'cifar10_asym', 'fedln', 'cleanlab',
@@ -83,11 +84,13 @@ def fedln_matrix(num_classes: int, level: float, sparsity: float,
   return matrix
 
 
-def cleanlab_matrix(num_classes: int, level: float, sparsity: float,
-                    rng: np.random.Generator) -> np.ndarray:
+def cleanlab_matrix(num_classes: int, level: float, sparsity: float, seed: int,
+                    valid: bool = False) -> np.ndarray:
   """Confident Learning's generator (fedln spec §7.1 option, FedEFC): cleanlab's
   ``generate_noise_matrix_from_trace`` with trace C(1 - n_l), a fraction n_s of the
-  off-diagonal entries zero and no learnability check (``valid_noise_matrix=False``).
+  off-diagonal entries zero and cleanlab's own ``seed``; ``valid`` runs its learnability
+  check (``valid_noise_matrix``: p(true c | noisy c) > p(true c) for every c, fedefc spec
+  §10 at seed 42), which redraws until the matrix passes.
 
   cleanlab returns P[observed, true] (columns sum to 1); this returns its transpose.
   """
@@ -96,10 +99,14 @@ def cleanlab_matrix(num_classes: int, level: float, sparsity: float,
   try:
     matrix = noise_generation.generate_noise_matrix_from_trace(
         num_classes, num_classes * (1.0 - level), min_trace_prob=0.0,
-        frac_zero_noise_rates=sparsity, valid_noise_matrix=False,
-        seed=int(rng.integers(2**31)))
+        frac_zero_noise_rates=sparsity, valid_noise_matrix=valid, seed=seed,
+        py=np.full(num_classes, 1.0 / num_classes) if valid else None)
   finally:
     np.random.set_state(state)
+  if matrix is None:  # cleanlab gave up after its 10,000 draws.
+    raise ConfigError(f'noise.valid_matrix: cleanlab drew no learnable matrix at level '
+                      f'{level}, sparsity {sparsity}, seed {seed}; lower noise.level or '
+                      'set noise.valid_matrix: false')
   return matrix.T
 
 
@@ -181,12 +188,25 @@ def client_matrices(num_clients: int, num_classes: int, config: NoiseConfig,
   if config.name in FLIPS:
     matrix = FLIPS[config.name](num_classes, config.rate)
     return [matrix if n else None for n in noisy]
-  make = fedln_matrix if config.name == 'fedln' else cleanlab_matrix
   if config.shared_matrix:
-    matrix = make(num_classes, config.level, config.sparsity, generator(seed, _MATRIX))
+    matrix = _generated_matrix(num_classes, config, seed, client=None)
     return [matrix if n else None for n in noisy]
-  return [make(num_classes, config.level, config.sparsity, generator(seed, _MATRIX, m))
-          if n else None for m, n in enumerate(noisy)]
+  return [_generated_matrix(num_classes, config, seed, client=m) if n else None
+          for m, n in enumerate(noisy)]
+
+
+def _generated_matrix(num_classes: int, config: NoiseConfig, seed: int,
+                      client: Optional[int]) -> np.ndarray:
+  """The ``fedln`` or ``cleanlab`` matrix of one client (None: the shared one)."""
+  streams = (seed, _MATRIX) if client is None else (seed, _MATRIX, client)
+  if config.name == 'fedln':
+    return fedln_matrix(num_classes, config.level, config.sparsity, generator(*streams))
+  if config.matrix_seed is not None:
+    cleanlab_seed = config.matrix_seed + (client or 0)
+  else:
+    cleanlab_seed = int(generator(*streams).integers(2**31))
+  return cleanlab_matrix(num_classes, config.level, config.sparsity, cleanlab_seed,
+                         config.valid_matrix)
 
 
 def apply_noise(client_labels: list, num_classes: int, config: NoiseConfig, seed: int,

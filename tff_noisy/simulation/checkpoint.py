@@ -23,6 +23,7 @@ from typing import Any, List, NamedTuple, Optional
 import numpy as np
 import tensorflow as tf
 
+from tff_noisy import config as config_lib
 from tff_noisy.config import ExperimentConfig
 from tff_noisy.errors import UserError, warn
 from tff_noisy.simulation.client_state import ClientStateStore
@@ -58,11 +59,12 @@ class _Unusable(Exception):
 def identity_of(config: ExperimentConfig, weight_shapes) -> dict:
   """What a checkpoint belongs to: ``{dotted config field: value}`` plus data and model.
 
-  Every config field but those in ``_MAY_CHANGE`` (so seed and method.name too), the
+  Every config field but those in ``_MAY_CHANGE`` (so seed and method.name too) and
+  later additions at their defaults (``config.ADDED_FIELDS``), the
   federated data's ``data_hash`` and the model's ``weight_shapes``, as JSON reads them back.
   """
   identity = {name: value for name, value in _flatten(config.to_dict()).items()
-              if name not in _MAY_CHANGE}
+              if name not in _MAY_CHANGE and not config_lib.is_unset_addition(name, value)}
   identity['data_hash'] = config.data_hash()
   identity['weight_shapes'] = [[int(d) for d in shape] for shape in weight_shapes]
   return json.loads(json.dumps(identity))
