@@ -27,7 +27,7 @@ def test_shared_groups_are_one_class():
 
 @pytest.mark.parametrize('name, params, match', [
     ('fedavg', {'k': 3}, r"method.params.k: not a parameter of 'fedavg' \(it belongs to "
-                         r'fedln, fedln_nnc\)'),
+                         r'fedln, fedln_nnc, lsc\)'),
     ('fedprox', {'nu': 1}, r"belongs to fedln, fedln_nafedavg\); did you mean 'mu'\?"),
     ('fedln_nnc', {'k': 'ten'}, r"method.params.k: needs an integer, got 'ten'"),
     ('fedln_nnc', {'k': 0}, 'method.params.k: needs an integer >= 1, got 0'),
@@ -35,6 +35,26 @@ def test_shared_groups_are_one_class():
     ('fedln_nafedavg', {'activation_round': 200}, 'a round within fl.rounds=100'),
     ('fedds', {'em': 'remote'}, "method.params.em: needs 'central' or 'federated'"),
     ('fedds_fedprox', {'mu': 0}, 'method.params.mu: needs a number > 0'),
+    ('lsc', {'k': 0}, 'method.params.k: needs an integer >= 1, got 0'),
+    ('lsc', {'temperature': 0}, 'method.params.temperature: needs a number > 0, got 0'),
+    ('lsc', {'temperature': -0.3}, 'method.params.temperature: needs a number > 0'),
+    ('lsc', {'lam': -1}, 'method.params.lam: needs a number >= 0, got -1'),
+    ('lsc', {'pca_components': 0}, 'method.params.pca_components: needs an integer >= 1'),
+    ('lsc', {'weight': 3}, "method.params.weight: not a parameter of 'lsc'"),
+    ('fedefc', {'gamma': 0}, 'method.params.gamma: needs an integer >= 1, got 0'),
+    ('fedefc', {'t_mon': 100}, r'method.params.t_mon: needs a round before the last '
+                               r'\(fl.rounds=100\), got 100'),
+    ('fedefc', {'t_mon': -1}, 'method.params.t_mon: needs an integer >= 0, got -1'),
+    ('fedefc', {'signal': 'train'}, "method.params.signal: needs 'global' or 'training'"),
+    ('fedefc', {'rule': 'last'}, "method.params.rule: needs 'best' or 'previous'"),
+    ('fedefc', {'normalise': 'both'}, "method.params.normalise: needs 'column' or 'row', "
+                                      "got 'both'"),
+    ('fedefc', {'anchor_percentile': 90}, r"not a parameter of 'fedefc' \(it belongs to "
+                                          r'forward_correction\)'),
+    ('forward_correction', {'gamma': 0.5}, 'method.params.gamma: needs an integer'),
+    ('forward_correction', {'anchor_percentile': 0},
+     r'method.params.anchor_percentile: needs a percentile in \(0, 100\]'),
+    ('forward_correction', {'normalise': 'row'}, r"belongs to fedefc\)"),
     ('fedavgg', {}, "method.name: unknown method 'fedavgg'; did you mean 'fedavg'?"),
 ])
 def test_bad_parameters_name_the_field(name, params, match):

@@ -99,6 +99,22 @@ class NNCParams(EncoderParams):
 
 
 @dataclasses.dataclass(frozen=True)
+class LSCParams(EncoderParams):
+  """LSC (specs/lsc.md §2, §4); ``encoder: random`` is a frozen, randomly initialised
+  copy of the ``embed pretrain`` backbone: the paper's Table 4 control."""
+  k: int = 4  # In-batch neighbours K from the encoder (clipped to batch size - 1).
+  temperature: float = 0.3  # T of the cosine similarities.
+  lam: float = 3.0  # lambda, the weight of the contrastive term next to cross-entropy.
+  exclude_self: bool = True  # False: the denominator keeps l = j (Eq. 2 as written).
+
+  def check(self, rounds):
+    _require(self.k >= 1, 'k', 'an integer >= 1', self.k)
+    _require(self.temperature > 0, 'temperature', 'a number > 0', self.temperature)
+    _require(self.lam >= 0, 'lam', 'a number >= 0', self.lam)
+    super().check(rounds)
+
+
+@dataclasses.dataclass(frozen=True)
 class NoiseAwareParams(Params):
   """NA-FedAvg's noise estimation (specs/fedln.md Eq. 2)."""
   activation_round: int = 25  # R_c: every client takes part and is scored.
@@ -156,6 +172,53 @@ class FedDSProxParams(FedDSParams, ProximalParams):
 
 
 @dataclasses.dataclass(frozen=True)
+class PrestopParams(Params):
+  """FedEFC's prestopping monitor (specs/fedefc.md §2): when training switches phase."""
+  t_mon: int = 10  # Only rounds after t_mon are monitored.
+  gamma: int = 3  # gamma_thr: non-improving monitored rounds that fire the switch.
+  signal: str = 'global'  # 'global': received model's accuracy on own labels (Eq. 2);
+  # 'training': running training accuracy ([code]).
+  rule: str = 'best'  # 'best': beat the best so far ([code]); 'previous': the last round.
+
+  def check(self, rounds):
+    _require(self.t_mon >= 0, 't_mon', 'an integer >= 0', self.t_mon)
+    _require(self.t_mon < rounds, 't_mon', f'a round before the last (fl.rounds={rounds})',
+             self.t_mon)
+    _require(self.gamma >= 1, 'gamma', 'an integer >= 1', self.gamma)
+    _require(self.signal in ('global', 'training'), 'signal', "'global' or 'training'",
+             self.signal)
+    _require(self.rule in ('best', 'previous'), 'rule', "'best' or 'previous'", self.rule)
+    super().check(rounds)
+
+
+@dataclasses.dataclass(frozen=True)
+class CorrectionParams(PrestopParams):
+  """Forward correction after the switch, with each client's own transition matrix."""
+  prior_comp: bool = False  # [code]'s class-prior compensation of the matrix.
+  report_matrix_error: bool = True  # Simulation: the matrices' errors at the switch.
+
+
+@dataclasses.dataclass(frozen=True)
+class FedEFCParams(CorrectionParams):
+  normalise: str = 'column'  # Eq. 9: 'column' (p(noisy | true)) or 'row' (ablation).
+
+  def check(self, rounds):
+    _require(self.normalise in ('column', 'row'), 'normalise', "'column' or 'row'",
+             self.normalise)
+    super().check(rounds)
+
+
+@dataclasses.dataclass(frozen=True)
+class ForwardCorrectionParams(CorrectionParams):
+  anchor_percentile: float = 97.0  # Patrini's anchors: samples at or above it, per class.
+
+  def check(self, rounds):
+    _require(0 < self.anchor_percentile <= 100, 'anchor_percentile',
+             'a percentile in (0, 100]', self.anchor_percentile)
+    super().check(rounds)
+
+
+@dataclasses.dataclass(frozen=True)
 class MethodSpec:
   params: type  # A Params subclass.
   algorithm: str  # 'module:Class' of its ``Method`` in tff_noisy.federated.algorithms.
@@ -179,6 +242,13 @@ METHODS = {
                         needs_public_split=True),
     'fedds_fedprox': MethodSpec(FedDSProxParams, _ALGORITHMS + 'fedds:FedDS',
                                 'FedDS over FedProx local training', needs_public_split=True),
+    'lsc': MethodSpec(LSCParams, _ALGORITHMS + 'lsc:LSC',
+                      'LSC: local K-similarity contrastive term on a frozen encoder'),
+    'fedefc': MethodSpec(FedEFCParams, _ALGORITHMS + 'fedefc:FedEFC',
+                         'FedEFC: prestopping, then confident-joint forward correction'),
+    'forward_correction': MethodSpec(
+        ForwardCorrectionParams, _ALGORITHMS + 'fedefc:ForwardCorrection',
+        'Forward correction (Patrini anchors) after the FedEFC prestopping switch'),
 }
 
 

@@ -31,6 +31,7 @@ tff = import_tff()
 
 AGGREGATION_WEIGHT_KEY = 'aggregation_weight'
 INDEX_KEY = 'index'
+OBJECTIVE_METRICS_KEY = 'objective'  # The objective's own per-client metrics.
 
 
 def model_weights_of(model: tf.keras.Model):
@@ -167,6 +168,11 @@ def build_local_training(model: tf.keras.Model, optimizer, objective: ClientObje
         client_accuracy_sum=tf.where(non_finite, 0.0, accuracy),
         finite_clients=tf.cast(finite, tf.int32),
     )
+    if objective.metric_names:
+      reported = objective.client_metrics(context, hparams)
+      metrics[OBJECTIVE_METRICS_KEY] = collections.OrderedDict(
+          (name, tf.where(non_finite, 0.0, tf.cast(reported[name], tf.float32)))
+          for name in objective.metric_names)
     return tff.learning.templates.ClientResult(
         update=update, update_weight=update_weight), metrics, new_state
 
@@ -205,20 +211,25 @@ def build_client_update(model_fn: Callable[[], tf.keras.Model], element_spec, op
 def build_finalize_client_metrics(sums_type):
   """TFF computation: summed client metrics -> the round's training metrics.
 
-  ``loss`` and ``accuracy`` are example-weighted means; ``client_mean_accuracy`` is the
-  unweighted mean over the clients whose update was finite (each client counts once).
+  ``loss`` and ``accuracy`` are example-weighted means; ``client_mean_accuracy`` and
+  each of the objective's metrics (``objective``) are unweighted means over the clients
+  whose update was finite (each client counts once).
   """
 
   @tff.tensorflow.computation(sums_type)
   def finalize(sums):
     examples = tf.maximum(tf.cast(sums['num_examples'], tf.float32), 1.0)
     clients = tf.maximum(tf.cast(sums['finite_clients'], tf.float32), 1.0)
-    return collections.OrderedDict(
+    metrics = collections.OrderedDict(
         loss=sums['loss_sum'] / examples,
         accuracy=sums['correct'] / examples,
         client_mean_accuracy=sums['client_accuracy_sum'] / clients,
         num_examples=sums['num_examples'],
         non_finite_clients=sums['non_finite_clients'],
     )
+    if OBJECTIVE_METRICS_KEY in sums:
+      metrics[OBJECTIVE_METRICS_KEY] = collections.OrderedDict(
+          (name, value / clients) for name, value in sums[OBJECTIVE_METRICS_KEY].items())
+    return metrics
 
   return finalize

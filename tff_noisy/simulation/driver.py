@@ -30,6 +30,7 @@ from tff_noisy.federated import algorithms
 from tff_noisy.federated import client_work
 from tff_noisy.federated.client_work import AGGREGATION_WEIGHT_KEY
 from tff_noisy.ops import knn
+from tff_noisy.ops import transition
 from tff_noisy.simulation import checkpoint
 from tff_noisy.simulation import results as results_lib
 from tff_noisy.simulation.client_state import ClientStateStore
@@ -117,7 +118,8 @@ _TRUTH_CORRELATIONS = {
 
 
 def _with_truth(diagnostics: dict, data) -> dict:
-  """Adds the correlation of per-client estimates with the true per-client noise rates."""
+  """Adds the correlation of per-client estimates with the true per-client noise rates,
+  and the errors of per-client transition matrices against the true ones."""
   true_rates = dict(zip(data.client_ids, data.noise_rates))
   for key, (name, truth) in _TRUTH_CORRELATIONS.items():
     estimates = diagnostics.get(key)
@@ -127,14 +129,19 @@ def _with_truth(diagnostics: dict, data) -> dict:
     true = np.array([truth(true_rates[cid]) for cid in estimates])
     if est.std() > 0 and true.std() > 0:
       diagnostics[name] = float(np.corrcoef(est, true)[0, 1])
+  matrices = diagnostics.pop('transition_estimates', None)  # {estimator: {cid: Q}}
+  if matrices:  # Q[i, j] = p(noisy i | true j): the transpose of the true T.
+    true_matrices = {cid: m.T for cid, m in zip(data.client_ids, data.transition_matrices)}
+    diagnostics['transition_matrix_error'] = {
+        name: transition.matrix_error_report(estimates, true_matrices)
+        for name, estimates in matrices.items()}
   return diagnostics
 
 
-def _element_spec(data, method_cls, batch_size: int):
-  """The client datasets' element spec, with the method's per-example fields and shapes."""
+def _element_spec(data, fields: dict, batch_size: int):
+  """The client datasets' element spec, with a method's per-example fields and shapes."""
   first = data.client_ids[0]
-  extras = {name: np.zeros((1, *shape), dtype)
-            for name, (dtype, shape) in method_cls.extra_fields.items()}
+  extras = {name: np.zeros((1, *shape), dtype) for name, (dtype, shape) in fields.items()}
   return client_dataset(data.x[first][:1], data.y[first][:1], batch_size, 0,
                         extras).element_spec
 
@@ -147,11 +154,13 @@ def build_method(config: ExperimentConfig, data,
   client_optimizer, server_optimizer = _optimizers(config)
   setup = algorithms.base.Setup(
       model_fn=make_model_fn(config, data.input_shape, data.num_classes),
-      element_spec=_element_spec(data, method_cls, config.fl.batch_size),
+      element_spec=_element_spec(
+          data, method_cls.dataset_fields(choices.method_params, data), config.fl.batch_size),
       client_optimizer=client_optimizer, server_optimizer=server_optimizer,
       aggregator=aggregators.build_factory(config.fl.aggregator, choices.aggregator_params),
       local_epochs=config.fl.local_epochs, weight_decay=config.fl.weight_decay,
-      seed=config.seed, rounds=config.fl.rounds, num_classes=data.num_classes)
+      seed=config.seed, rounds=config.fl.rounds, num_classes=data.num_classes,
+      batch_size=config.fl.batch_size)
   return method_cls.build(choices.method_params, setup)
 
 

@@ -9,7 +9,7 @@ the aggregator, optimisers and schedule come from the config through ``Setup``.
 """
 
 import dataclasses
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import numpy as np
 
@@ -31,6 +31,7 @@ class Setup:
   seed: int
   rounds: int
   num_classes: int
+  batch_size: Optional[int] = None  # fl.batch_size: examples per client batch.
 
   def build_process(self, objective: ClientObjective) -> process_lib.FederatedProcess:
     return process_lib.build_process(
@@ -52,6 +53,16 @@ class Method:
     self.setup = setup
 
   @classmethod
+  def dataset_fields(cls, params: methods.Params, data) -> dict:
+    """``extra_fields``, or fields whose shapes depend on the params and the data.
+
+    Called before the method is built (the fields fix the element spec), e.g. LSC's
+    embedding width, which is its encoder's.
+    """
+    del params, data
+    return dict(cls.extra_fields)
+
+  @classmethod
   def objective(cls, params: methods.Params, setup: Setup) -> ClientObjective:
     """The clients' objective; cross-entropy by default."""
     del params, setup
@@ -71,7 +82,7 @@ class Method:
     return store.get(client_id, 'labels', data.y[client_id])
 
   def client_extras(self, client_id: str, num_examples: int, store) -> dict:
-    """Per-example fields of a client's dataset, matching ``extra_fields``."""
+    """Per-example fields of a client's dataset, matching ``dataset_fields``."""
     del client_id, num_examples, store
     return {}
 
@@ -107,11 +118,12 @@ def round_metrics(metrics) -> dict:
   """The driver's per-round metrics from a process's measurements.
 
   ``train_loss``/``train_accuracy`` are None when no client's update was finite (the
-  round trained nothing that reached the model).
+  round trained nothing that reached the model); so are the objective's own client-mean
+  metrics (``objective``, present when the objective declares ``metric_names``).
   """
   train = metrics['client_work']['train']
   trained = int(train['num_examples']) > 0
-  return {
+  record = {
       'train_loss': float(train['loss']) if trained else None,
       'train_accuracy': float(train['accuracy']) if trained else None,
       'train_client_mean_accuracy': float(train['client_mean_accuracy']) if trained else None,
@@ -119,6 +131,10 @@ def round_metrics(metrics) -> dict:
       'update_rejected': int(metrics['finalizer']['update_non_finite']),
       'aggregator': _plain(metrics['aggregator']),
   }
+  if 'objective' in train:
+    record['objective'] = {name: float(value) if trained else None
+                           for name, value in train['objective'].items()}
+  return record
 
 
 def _plain(value):

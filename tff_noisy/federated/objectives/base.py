@@ -21,11 +21,14 @@ calls, in order (ARCHITECTURE §3):
 dataset's ``index`` field); ``initial_state`` gives a client's state before it has any.
 ``hparams`` are server-decided values broadcast to every client each round (a phase,
 a warm-up flag), held in the process state so that a checkpoint keeps them.
+``metric_names`` name per-client scalars that ``client_metrics`` reads off the context
+(FedEFC's accuracy of the received model on the client's own labels); each round reports
+their unweighted mean over the clients whose update was finite.
 
 The default objective is cross-entropy (FedAvg), with a proximal strength for FedProx.
 """
 
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -40,6 +43,7 @@ class ClientObjective:
   state_spec: Mapping[str, tf.TensorSpec] = {}
   trainable_state: Optional[str] = None
   hparams: Mapping[str, np.ndarray] = {}
+  metric_names: Tuple[str, ...] = ()
 
   def __init__(self, proximal_strength: float = 0.0):
     if proximal_strength < 0:
@@ -60,6 +64,11 @@ class ClientObjective:
     """Per-example loss [B]; cross-entropy on the batch's labels."""
     del features, context, hparams, rows
     return losses.cross_entropy(batch['y'], logits)
+
+  def client_metrics(self, context, hparams) -> dict:
+    """``{name: float32 scalar}`` for every name in ``metric_names``, from the context."""
+    del hparams
+    return {name: context[name] for name in self.metric_names}
 
   def update_rows(self, rows, gradients, hparams):
     """New values of the batch's trainable-state rows after a step."""

@@ -1,0 +1,141 @@
+"""FedEFC's client objective in the federated process: types first, then numbers.
+
+A toy Dense model, one full-batch SGD step: stage 1 is FedAvg's update exactly and reports
+the received model's accuracy on the clients' own labels; stage 2's update is one step on
+the forward-corrected loss with the matrix the NumPy estimator gives on the received
+model's probabilities (counts or anchors, with or without prior compensation).
+"""
+import collections
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tff_noisy.federated import process as process_lib
+from tff_noisy.federated.objectives.forward_correction import ForwardCorrectionObjective
+from tff_noisy.ops import transition
+from tff_noisy.tff_runtime import import_tff
+
+tff = import_tff()
+_CLASSES = 3
+_LR = 0.5
+
+
+def _model_fn():
+  return tf.keras.Sequential([tf.keras.layers.Input((4,)),
+                              tf.keras.layers.Dense(_CLASSES, name='logits')])
+
+
+def _client(seed, n):
+  rng = np.random.default_rng(seed)
+  x = rng.normal(size=(n, 4)).astype(np.float32)
+  y = rng.integers(0, _CLASSES, n)
+  return x, y
+
+
+def _dataset(x, y):
+  return tf.data.Dataset.from_tensor_slices(collections.OrderedDict(
+      x=x, y=y.astype(np.int64), index=np.arange(len(y), dtype=np.int64))).batch(len(y))
+
+
+def _build(objective):
+  x, y = _client(0, 4)
+  return process_lib.build_process(_model_fn, _dataset(x, y).element_spec,
+                                   tff.learning.optimizers.build_sgdm(_LR),
+                                   objective=objective)
+
+
+@pytest.fixture(scope='module')
+def fedefc():
+  return _build(ForwardCorrectionObjective(_CLASSES))
+
+
+def _start(process, model, corrected):
+  weights = tff.learning.models.ModelWeights(
+      trainable=[v.numpy() for v in model.trainable_variables], non_trainable=[])
+  state = process.set_model_weights(process.initialize(), weights)
+  if corrected is None:  # FedAvg's process: no hparams.
+    return state
+  return process.set_hparams(state, dict(process.get_hparams(state), corrected=corrected))
+
+
+def _expected_update(model, x, y, loss_fn):
+  """Received minus trained weights after one full-batch SGD step on ``loss_fn``."""
+  local = _model_fn()
+  local.set_weights(model.get_weights())
+  with tf.GradientTape() as tape:
+    loss = tf.reduce_mean(loss_fn(local(x)))
+  grads = tape.gradient(loss, local.trainable_variables)
+  return [_LR * g.numpy() for g in grads]
+
+
+def _forward_loss(y, matrix):
+  return lambda logits: -tf.math.log(
+      tf.gather(tf.nn.softmax(logits) @ tf.constant(matrix.T, tf.float32), y,
+                batch_dims=1) + 1e-12)
+
+
+def test_type_signature(fedefc):
+  signature = fedefc._next.type_signature  # pylint: disable=protected-access
+  hparams = signature.parameter[0].member.client_work
+  assert str(hparams.corrected) == 'int32' and str(hparams.switch_round) == 'int32'
+  assert str(hparams.monitor_best) == 'float32'
+  metrics = signature.result[1].member.client_work.train
+  assert [name for name, _ in tff.structure.iter_elements(metrics.objective)] == [
+      'received_accuracy', 'matrix_singular', 'matrix_clipped_columns']
+  assert all(str(t) == 'float32' for _, t in tff.structure.iter_elements(metrics.objective))
+  training = _build(ForwardCorrectionObjective(_CLASSES, signal='training'))
+  signature = training._next.type_signature  # pylint: disable=protected-access
+  names = [name for name, _ in tff.structure.iter_elements(
+      signature.result[1].member.client_work.train.objective)]
+  assert names == ['matrix_singular', 'matrix_clipped_columns']
+
+
+def test_stage_one_is_fedavg_and_reports_the_received_accuracy(fedefc):
+  tf.keras.utils.set_random_seed(0)
+  model = _model_fn()
+  (xa, ya), (xb, yb) = _client(1, 9), _client(2, 6)
+  out = fedefc.next(_start(fedefc, model, 0), [_dataset(xa, ya), _dataset(xb, yb)], [(), ()])
+  plain = _build(None)
+  reference = plain.next(_start(plain, model, None), [_dataset(xa, ya), _dataset(xb, yb)],
+                         [(), ()])
+  for got, want in zip(fedefc.get_model_weights(out.state).trainable,
+                       plain.get_model_weights(reference.state).trainable):
+    np.testing.assert_array_equal(got, want)
+  accuracies = [np.mean(np.argmax(model(x).numpy(), 1) == y) for x, y in ((xa, ya), (xb, yb))]
+  reported = out.metrics['client_work']['train']['objective']
+  assert reported['received_accuracy'] == pytest.approx(np.mean(accuracies))  # Unweighted.
+  assert reported['matrix_singular'] == 0 and reported['matrix_clipped_columns'] == 0
+
+
+@pytest.mark.parametrize('estimator, prior_comp', [
+    ('confident_joint', False),
+    pytest.param('confident_joint', True, marks=pytest.mark.slow),
+    pytest.param('anchor', False, marks=pytest.mark.slow)])
+def test_stage_two_trains_on_the_clients_own_corrected_loss(estimator, prior_comp):
+  objective = ForwardCorrectionObjective(_CLASSES, estimator=estimator,
+                                         anchor_percentile=80.0, prior_comp=prior_comp)
+  process = _build(objective)
+  tf.keras.utils.set_random_seed(1)
+  model = _model_fn()
+  x, y = _client(3, 40)
+  y[y == 2] = 1  # No sample labelled 2: its threshold is infinite, its column clipped.
+  out = process.next(_start(process, model, 1), [_dataset(x, y)], [()])
+  probs = tf.nn.softmax(model(x)).numpy()
+  if estimator == 'anchor':
+    q = transition.anchor_transition_matrix(probs, 80.0)
+  else:
+    q = transition.estimate_transition_matrix(probs, y)
+    counts = transition.confident_joint(probs, y)
+  matrix = transition.compensate_prior(q, transition.class_prior(y, _CLASSES)) \
+      if prior_comp else q
+  expected = _expected_update(model, x, y, _forward_loss(y, matrix))
+  trained = process.get_model_weights(out.state).trainable
+  for received, new, step in zip(model.get_weights(), trained, expected):
+    np.testing.assert_allclose(received - new, step, rtol=2e-4, atol=1e-6)
+  reported = out.metrics['client_work']['train']['objective']
+  assert reported['matrix_singular'] == float(transition.is_singular(q))
+  clipped = 0.0 if estimator == 'anchor' else float(np.sum(np.diag(counts) < 1))
+  assert reported['matrix_clipped_columns'] == clipped
+  if estimator == 'confident_joint':
+    assert clipped >= 1  # Class 2 is absent.

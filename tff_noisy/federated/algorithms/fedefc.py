@@ -1,0 +1,110 @@
+"""FedEFC (Yu, Ahn, Kang 2025): prestopping, then enhanced forward correction.
+
+Stage 1 is FedAvg with cross-entropy. After each round the server's prestopping monitor
+(``ops.prestop``, specs/fedefc.md §2) reads the unweighted client mean of the accuracy on
+the clients' own noisy labels: the received global model's before local training
+(``signal: global``, the paper's Eq. 2, measured in the objective's prologue) or the
+running training accuracy (``training``, [code]; ``train_client_mean_accuracy``). Once
+it has not improved for gamma monitored rounds (rounds after t_mon) the round is the
+prestopping point T_e and every later round trains with the forward-corrected loss on
+each client's own Q^k (``objectives/forward_correction.py``). Nothing stops or rolls back.
+
+``forward_correction`` is the same with Patrini's anchor estimate (the baseline). The
+phase and the monitor's counters live in the process state's hparams, so a checkpoint
+keeps them and a resumed run switches exactly where the uninterrupted one does.
+
+Diagnostics, in each round's record: ``prestop`` (the signal, best, counter, rule and T_e
+once it has fired). With ``report_matrix_error``, in the first corrected round a probe
+re-estimates the round's clients' matrices with both estimators (column-normalised, from
+the same global model and data as their prologues) and the driver reports their L1 and
+cosine errors against the true per-client matrices, which never reach the method.
+"""
+
+import numpy as np
+import tensorflow as tf
+
+from tff_noisy.federated import probe
+from tff_noisy.federated.algorithms import base
+from tff_noisy.federated.objectives import forward_correction
+from tff_noisy.ops import prestop
+from tff_noisy.ops import transition_tf
+
+TRANSITION_ESTIMATES = 'transition_estimates'  # The driver compares these with the truth.
+
+
+def _matrix_estimates(objective: forward_correction.ForwardCorrectionObjective):
+  """Statistic: the client's (confident-joint, anchor) matrices [C, C], as the prologue's."""
+  num_classes = objective.num_classes
+
+  def statistic(model, dataset):
+    logits, labels = forward_correction.inference_pass(
+        lambda x: model(x, training=False), dataset, num_classes)
+    probs = tf.nn.softmax(logits)
+    return (transition_tf.estimate_transition_matrix(probs, labels, num_classes),
+            transition_tf.anchor_transition_matrix(probs, objective.anchor_percentile))
+
+  return statistic
+
+
+class FedEFC(base.Method):
+  """Prestopping on the clients' noisy-label accuracy, then count-based forward correction."""
+
+  @classmethod
+  def objective(cls, params, setup):
+    return forward_correction.ForwardCorrectionObjective(
+        setup.num_classes, normalise=params.normalise, prior_comp=params.prior_comp,
+        signal=params.signal)
+
+  def __init__(self, process, params, setup):
+    super().__init__(process, params, setup)
+    self.matrix_probe = None
+    if params.report_matrix_error:
+      self.matrix_probe = probe.build_probe(setup.model_fn, setup.element_spec,
+                                            _matrix_estimates(process.objective))
+
+  def _monitor(self, state) -> prestop.Monitor:
+    hparams = self.process.get_hparams(state)
+    return prestop.Monitor(best=float(hparams['monitor_best']),
+                           previous=float(hparams['monitor_previous']),
+                           count=int(hparams['monitor_count']),
+                           switch_round=int(hparams['switch_round']))
+
+  def before_round(self, round_num, state, datasets_fn, store):
+    switch_round = self._monitor(state).switch_round
+    if self.matrix_probe is None or switch_round < 0 or round_num != switch_round + 1:
+      return state, {}
+    datasets = datasets_fn()
+    estimates = self.matrix_probe(self.process.get_model_weights(state),
+                                  list(datasets.values()))
+    return state, {TRANSITION_ESTIMATES: {
+        name: {cid: np.asarray(matrices[k]) for cid, matrices in zip(datasets, estimates)}
+        for k, name in enumerate(forward_correction.ESTIMATORS)}}
+
+  def after_round(self, round_num, state, metrics):
+    params = self.params
+    if params.signal == 'global':
+      signal = metrics['objective']['received_accuracy']
+    else:
+      signal = metrics['train_client_mean_accuracy']
+    before = self._monitor(state)
+    after = prestop.step(before, signal, round_num, t_mon=params.t_mon, gamma=params.gamma,
+                         rule=params.rule)
+    state = self.process.set_hparams(state, {
+        'corrected': int(after.switched), 'monitor_best': after.best,
+        'monitor_previous': after.previous, 'monitor_count': after.count,
+        'switch_round': after.switch_round})
+    return state, {'prestop': {
+        'corrected': int(before.switched),  # The phase this round trained in.
+        'signal': signal, 'signal_kind': params.signal, 'rule': params.rule,
+        'best': after.best, 'count': after.count,
+        'switch_round': after.switch_round if after.switched else None}}
+
+
+class ForwardCorrection(FedEFC):
+  """Plain forward correction (Patrini et al. 2017) after the same prestopping switch."""
+
+  @classmethod
+  def objective(cls, params, setup):
+    return forward_correction.ForwardCorrectionObjective(
+        setup.num_classes, estimator='anchor', anchor_percentile=params.anchor_percentile,
+        prior_comp=params.prior_comp, signal=params.signal)

@@ -1,0 +1,123 @@
+"""Forward correction on the client: FedEFC's and plain forward correction's client side.
+
+Two phases, set by the server through the ``corrected`` hparam (the prestopping switch,
+``algorithms/fedefc.py``; specs/fedefc.md §2-3):
+
+- stage 1 (``corrected`` 0): cross-entropy, as FedAvg;
+- stage 2 (1): the prologue runs the just-received global model in inference mode over
+  the client's whole local set and estimates the client's own Q^k[i, j] = p(noisy i |
+  true j) from its probabilities and noisy labels: FedEFC's confident-joint counts
+  (Eqs. 3-9) or Patrini's anchors (the baseline), optionally prior-compensated [code].
+  Local training then uses -log((Q^k softmax(z))_y + 1e-12) (Eqs. 14-16). Q^k is
+  re-estimated every round and never leaves the client.
+
+The same pass gives the received model's accuracy on the client's own noisy labels, the
+paper's prestopping signal (Eq. 2), reported as the client mean ``received_accuracy``.
+With the ``training`` signal ([code]'s running training accuracy, which the client work
+reports anyway) stage 1 makes no extra pass. Every round also reports the fraction of
+clients whose Q^k was singular (``matrix_singular``) and the mean number of its columns
+whose diagonal count was clipped to 1 (``matrix_clipped_columns``; the regularisation
+that keeps every column sum positive, a class no sample is guessed as included). The
+forward loss never inverts Q^k, so a singular one is used as it is, and counted.
+"""
+
+import collections
+
+import numpy as np
+import tensorflow as tf
+
+from tff_noisy.federated.objectives.base import ClientObjective
+from tff_noisy.ops import losses
+from tff_noisy.ops import transition
+from tff_noisy.ops import transition_tf
+
+ESTIMATORS = ('confident_joint', 'anchor')
+SIGNALS = ('global', 'training')
+
+# The server's prestopping monitor (ops.prestop.Monitor) rides in the process state's
+# hparams beside the phase, so a checkpoint keeps it; the clients only read ``corrected``.
+MONITOR_HPARAMS = collections.OrderedDict(
+    monitor_best=np.float32(0.0), monitor_previous=np.float32(0.0),
+    monitor_count=np.int32(0), switch_round=np.int32(-1))
+
+
+def inference_pass(predict, dataset, num_classes: int):
+  """Inference-mode logits [N, C] and labels [N] of every example, in one pass."""
+
+  def collect(arrays, batch):
+    logits, labels = arrays
+    return (logits.write(logits.size(), predict(batch['x'])),
+            labels.write(labels.size(), tf.cast(batch['y'], tf.int64)))
+
+  empty = (tf.TensorArray(tf.float32, size=0, dynamic_size=True, infer_shape=False),
+           tf.TensorArray(tf.int64, size=0, dynamic_size=True, infer_shape=False))
+  logits, labels = dataset.reduce(empty, collect)
+  return tf.reshape(logits.concat(), [-1, num_classes]), tf.reshape(labels.concat(), [-1])
+
+
+class ForwardCorrectionObjective(ClientObjective):
+  """Cross-entropy, then the forward-corrected loss with the client's own Q^k."""
+
+  def __init__(self, num_classes: int, *, estimator: str = 'confident_joint',
+               normalise: str = 'column',
+               anchor_percentile: float = 97.0, prior_comp: bool = False,
+               signal: str = 'global'):
+    super().__init__()
+    for name, value, allowed in (('estimator', estimator, ESTIMATORS),
+                                 ('normalise', normalise, transition.NORMALISATIONS),
+                                 ('signal', signal, SIGNALS)):
+      if value not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
+    self.num_classes = int(num_classes)
+    self.estimator = estimator
+    self.normalise = normalise
+    self.anchor_percentile = float(anchor_percentile)
+    self.prior_comp = bool(prior_comp)
+    self.signal = signal
+    self.hparams = collections.OrderedDict(corrected=np.int32(0), **MONITOR_HPARAMS)
+    self.metric_names = (('received_accuracy',) if signal == 'global' else ()) + (
+        'matrix_singular', 'matrix_clipped_columns')
+
+  def estimate(self, probs, labels):
+    """``(matrix the loss applies, clipped columns, singular)`` from one client's pass."""
+    if self.estimator == 'anchor':
+      matrix = transition_tf.anchor_transition_matrix(probs, self.anchor_percentile)
+      clipped = tf.constant(0.0)
+    else:
+      counts = transition_tf.confident_joint(probs, labels, self.num_classes)
+      clipped = tf.reduce_sum(tf.cast(tf.linalg.diag_part(counts) < 1.0, tf.float32))
+      matrix = transition_tf.normalise_counts(counts, self.normalise)
+    singular = tf.cast(transition_tf.is_singular(matrix), tf.float32)
+    if self.prior_comp:
+      matrix = transition_tf.compensate_prior(
+          matrix, transition_tf.class_prior(labels, self.num_classes))
+    return matrix, clipped, singular
+
+  def prologue(self, predict, dataset, state, hparams):
+    corrected = tf.equal(hparams['corrected'], 1)
+    skipped = (tf.eye(self.num_classes), tf.constant(0.0), tf.constant(0.0))
+
+    def measure():
+      logits, labels = inference_pass(predict, dataset, self.num_classes)
+      hits = tf.cast(tf.equal(tf.argmax(logits, axis=1), labels), tf.float32)
+      accuracy = tf.reduce_sum(hits) / tf.maximum(tf.cast(tf.size(hits), tf.float32), 1.0)
+      return tf.cond(corrected, lambda: self.estimate(tf.nn.softmax(logits), labels),
+                     lambda: skipped) + (accuracy,)
+
+    if self.signal == 'global':
+      matrix, clipped, singular, accuracy = measure()
+    else:  # Stage 1 makes no pass at all.
+      matrix, clipped, singular, accuracy = tf.cond(
+          corrected, measure, lambda: skipped + (tf.constant(0.0),))
+    context = {'matrix': matrix, 'matrix_singular': singular,
+               'matrix_clipped_columns': clipped}
+    if self.signal == 'global':
+      context['received_accuracy'] = accuracy
+    return context
+
+  def loss(self, batch, logits, features, context, hparams, rows):
+    del features, rows
+    return tf.cond(
+        tf.equal(hparams['corrected'], 1),
+        lambda: losses.forward_corrected_cross_entropy(batch['y'], logits, context['matrix']),
+        lambda: losses.cross_entropy(batch['y'], logits))
