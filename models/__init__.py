@@ -17,6 +17,7 @@ from models import cnn9
 from models import layers
 from models import mlp
 from models import mnist_cnn
+from models import pooled_cnn
 from models import resnet20
 from models import small_cnn
 
@@ -24,6 +25,7 @@ _MODULES = {
     'mlp': mlp,
     'small_cnn': small_cnn,
     'mnist_cnn': mnist_cnn,
+    'pooled_cnn': pooled_cnn,
     'cnn9': cnn9,
     'resnet20': resnet20,
     'audio': audio,

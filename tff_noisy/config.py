@@ -62,7 +62,7 @@ class NoiseConfig:
 
 @dataclasses.dataclass
 class ModelConfig:
-  name: str = 'mlp'  # mlp | small_cnn | mnist_cnn | cnn9 | resnet20 | audio
+  name: str = 'mlp'  # mlp | small_cnn | mnist_cnn | pooled_cnn | cnn9 | resnet20 | audio
   norm: Optional[str] = None  # resnet20 (default group) and cnn9 (default batch): group | batch.
   width: Optional[int] = None  # mlp hidden units (default 128).
 

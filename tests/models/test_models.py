@@ -17,6 +17,8 @@ from models import resnet20
      320 + 18_496 + 14 * 14 * 64 * 128 + 128 + 1_290),
     ('small_cnn', (8, 8, 1), {}, 320 + 18_496 + 4 * 4 * 64 * 128 + 128 + 1_290),
     ('mlp', (28, 28, 1), {'width': 1024}, 784 * 1024 + 1024 + 1024 * 10 + 10),
+    ('pooled_cnn', (28, 28, 1), {}, 320 + 18_496 + 7 * 7 * 64 * 128 + 128 + 1_290),
+    ('pooled_cnn', (8, 8, 1), {}, 320 + 18_496 + 2 * 2 * 64 * 128 + 128 + 1_290),
     # The FedDS paper's MNIST CNN: 260 + 5,020 + 16,050 + 510.
     ('mnist_cnn', (28, 28, 1), {}, 21_840),
     # Co-teaching's CNN has about 4.4M parameters.
@@ -41,7 +43,8 @@ def test_builds_logits_for_intended_shape(name, input_shape, options, params):
 
 
 def test_model_names():
-  assert models.MODEL_NAMES == ('mlp', 'small_cnn', 'mnist_cnn', 'cnn9', 'resnet20', 'audio')
+  assert models.MODEL_NAMES == ('mlp', 'small_cnn', 'mnist_cnn', 'pooled_cnn', 'cnn9', 'resnet20',
+                               'audio')
 
 
 def test_resnet20_norms():
@@ -111,6 +114,7 @@ def test_clone_model_round_trips_custom_layers(name, input_shape):
 @pytest.mark.parametrize('name, input_shape, needs', [
     ('small_cnn', (16000,), 'at least 2x2'),
     ('mnist_cnn', (8, 8, 1), 'at least 16x16'),
+    ('pooled_cnn', (2, 2, 1), 'at least 4x4'),
     ('cnn9', (8, 8, 1), 'at least 28x28'),
     ('resnet20', (4, 4, 1), 'at least 8x8'),
     ('resnet20', (16000,), 'at least 8x8'),
@@ -125,7 +129,7 @@ def test_shape_that_does_not_fit(name, input_shape, needs):
 
 
 @pytest.mark.parametrize('args, options, match', [
-    (('lenet', (28, 28, 1), 10), {}, 'unknown model .*mlp, small_cnn, mnist_cnn, cnn9'),
+    (('lenet', (28, 28, 1), 10), {}, 'unknown model .*mlp, small_cnn, mnist_cnn, pooled_cnn, cnn9'),
     (('mlp', (), 10), {}, 'input_shape'),
     (('mlp', (8, 0), 10), {}, 'input_shape'),
     (('mlp', 'abc', 10), {}, 'input_shape'),
@@ -156,6 +160,7 @@ _SMALL = {
     'mlp': ((8, 8, 1), {}, 128),
     'small_cnn': ((8, 8, 1), {}, 128),
     'mnist_cnn': ((16, 16, 1), {}, 50),
+    'pooled_cnn': ((4, 4, 1), {}, 128),
     'cnn9': ((28, 28, 1), {}, 128),
     'resnet20': ((8, 8, 1), {'norm': 'batch'}, 64),
     'audio': ((audio.MIN_SAMPLES,), {}, 128),
