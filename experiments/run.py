@@ -8,17 +8,22 @@
   tff-noisy data build CONFIG.yaml [--set ...]
   tff-noisy export RUN_DIR --quantize none|float16|dynamic|int8 [--out F] [--verify]
   tff-noisy embed pretrain|evaluate --dataset NAME ...
+  tff-noisy list [methods|aggregators|models|datasets|noise|partitions]
+
+--verbose (before or after the command) shows TensorFlow's start-up log and library
+warnings, which are hidden by default.
 """
 
 import argparse
 import copy
 import csv
+import logging
 import os
 import signal
 import sys
+import warnings
 
-os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
-
+from tff_noisy import catalog
 from tff_noisy import config as config_lib
 from tff_noisy import errors
 from tff_noisy import methods
@@ -27,6 +32,29 @@ from tff_noisy.data import sources
 from tff_noisy.embeddings.cli import add_embed_command
 from tff_noisy.simulation import run_dir
 from tflite_export import export_run
+
+
+# Modules whose warnings speak to their developers, not to a person running tff-noisy.
+_LIBRARY_MODULES = r'(tensorflow\w*|keras|tf_keras|absl)(\.|$)'  # TFF, TF-Hub, TFDS too.
+
+
+def _quiet_libraries(verbose: bool) -> None:
+  """Hides TensorFlow's C++ log and library warnings unless ``verbose``.
+
+  Runs before TensorFlow is first imported (nothing the command line imports at start
+  loads it), so ``TF_CPP_MIN_LOG_LEVEL`` applies; one set in the environment wins over the
+  default. ``tff-noisy: warning:`` lines are printed directly and always show.
+  """
+  if verbose:
+    os.environ['TF_CPP_MIN_LOG_LEVEL'] = '0'
+    return
+  os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')  # cuDNN/cuFFT/cuBLAS, grappler, CPU.
+  import absl.logging  # pylint: disable=g-import-not-at-top
+  absl.logging.set_verbosity(absl.logging.ERROR)
+  logging.getLogger('tensorflow').setLevel(logging.ERROR)
+  warnings.filterwarnings('ignore', module=_LIBRARY_MODULES)
+  for category in (DeprecationWarning, PendingDeprecationWarning, FutureWarning):
+    warnings.filterwarnings('ignore', category=category)
 
 
 def _load(args) -> config_lib.ExperimentConfig:
@@ -174,9 +202,22 @@ def _plot(curves, path) -> None:
   plt.close(fig)
 
 
+def _cmd_list(args) -> None:
+  print(catalog.render(args.section))
+
+
+class _Parser(argparse.ArgumentParser):
+  """Takes ``--verbose`` before or after any (sub)command: every subparser is one."""
+
+  def __init__(self, *args, **kwargs):
+    super().__init__(*args, **kwargs)
+    self.add_argument('--verbose', action='store_true', default=argparse.SUPPRESS,
+                      help="show TensorFlow's start-up log and library warnings")
+
+
 def _parser() -> argparse.ArgumentParser:
-  parser = argparse.ArgumentParser(prog='tff-noisy', description=__doc__,
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser = _Parser(prog='tff-noisy', description=__doc__,
+                   formatter_class=argparse.RawDescriptionHelpFormatter)
   sub = parser.add_subparsers(dest='command', required=True)
 
   def with_config(p):
@@ -217,17 +258,21 @@ def _parser() -> argparse.ArgumentParser:
   build.set_defaults(func=_cmd_data_build)
   export_run.add_export_command(sub)
   add_embed_command(sub)
+
+  listing = sub.add_parser('list', help='the choices a config can name, with parameters')
+  listing.add_argument('section', nargs='?', metavar='SECTION',
+                       help=f"one of {', '.join(catalog.SECTIONS)} (default: all)")
+  listing.set_defaults(func=_cmd_list)
   return parser
 
 
 def main(argv=None) -> None:
   """Runs a command; bad input exits 2 and Ctrl-C 130, each with one error line."""
   args = _parser().parse_args(argv)
+  _quiet_libraries(getattr(args, 'verbose', False))
   # SIGTERM exits through Python so that TFF's worker is stopped at exit.
   signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
   try:
-    import absl.logging  # pylint: disable=g-import-not-at-top
-    absl.logging.set_verbosity(absl.logging.ERROR)
     args.func(args)
   except KeyboardInterrupt:
     hint = '; continue with --resume' if hasattr(args, 'resume') else ''

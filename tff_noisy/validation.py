@@ -2,13 +2,15 @@
 
 ``config.py`` checks the fields it defines; the choices owned elsewhere (dataset,
 partition and noise in ``data.federated``, the method and its typed parameters in
-``methods``, the aggregator in ``federated.aggregators``) are checked here, so that
-none of those modules needs to import another (no import cycle, no TensorFlow).
+``methods``, the aggregator in ``federated.aggregators``, the model and its options in
+``zoo``) are checked here, so that none of those modules needs to import another (no
+import cycle, no TensorFlow).
 """
 
 import dataclasses
 
 from tff_noisy import methods
+from tff_noisy import zoo
 from tff_noisy.config import ExperimentConfig
 from tff_noisy.data import federated as federated_data
 from tff_noisy.federated import aggregators
@@ -24,6 +26,7 @@ class Choices:
 def validate_experiment(config: ExperimentConfig) -> Choices:
   """Raises ConfigError naming the first bad field; returns the resolved choices."""
   federated_data.validate_config(config)
+  zoo.validate(config.model.name, config.model.options())
   method_params = methods.validate(config)
   aggregator_params = aggregators.resolve_params(
       config.fl.aggregator, config.fl.aggregator_params, config.clients_per_round())

@@ -19,6 +19,7 @@ Models (``noise.name``):
 * ``real``: a dataset's human noisy-label column (CIFAR-N).
 """
 
+import dataclasses
 from typing import Optional
 
 import numpy as np
@@ -27,8 +28,34 @@ from tff_noisy.config import NoiseConfig
 from tff_noisy.errors import ConfigError
 from tff_noisy.data.partition import apportion, generator
 
-NOISE_MODELS = ('none', 'symmetric', 'pairflip', 'cifar10_asym', 'fedln', 'cleanlab',
-                'fedcorr', 'linear', 'choice', 'real')
+
+@dataclasses.dataclass(frozen=True)
+class NoiseModel:
+  summary: str
+  fields: tuple  # The noise.<field>s it reads besides name.
+
+
+_FLIPPED = ('rate', 'noisy_fraction')
+_GENERATED = ('level', 'sparsity', 'noisy_fraction', 'shared_matrix')
+NOISE_MODELS = {
+    'none': NoiseModel('Clean labels', ()),
+    'symmetric': NoiseModel('Flip w.p. rate to a uniformly random other class', _FLIPPED),
+    'pairflip': NoiseModel('Flip w.p. rate from class c to c - 1', _FLIPPED),
+    'cifar10_asym': NoiseModel('CIFAR-10 flips w.p. rate: truck -> automobile, bird -> '
+                               'airplane, deer -> horse, cat -> dog', _FLIPPED),
+    'fedln': NoiseModel("FedLN's (n_l, n_s) generator: flip w.p. level to other classes; "
+                        'sparsity 0: all of them, 1: one per class', _GENERATED),
+    'cleanlab': NoiseModel("cleanlab's trace/sparsity matrix, flipped with exact counts "
+                           '(FedEFC)', _GENERATED + ('matrix_seed', 'valid_matrix')),
+    'fedcorr': NoiseModel("FedCorr's: a client is noisy w.p. rho, then relabels w.p. "
+                          'mu ~ U(tau, 1) uniformly over all classes', ('rho', 'tau')),
+    'linear': NoiseModel('Per-client rates linearly spaced in [min_rate, max_rate] '
+                         '(MaskedOptim)', ('min_rate', 'max_rate', 'flip')),
+    'choice': NoiseModel('Per-client rates drawn from a list (FedDS)',
+                         ('rates', 'balanced', 'flip')),
+    'real': NoiseModel("A dataset's human noisy-label column (CIFAR-N)", ('real_labels',)),
+}
+
 _PLAN, _MATRIX, _SAMPLE = 2, 3, 4  # Random streams (see partition.generator).
 # truck -> automobile, bird -> airplane, deer -> horse, cat -> dog.
 CIFAR10_ASYM_PAIRS = {9: 1, 2: 0, 4: 7, 3: 5}

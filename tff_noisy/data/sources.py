@@ -63,22 +63,34 @@ class DatasetNotFoundError(DatasetError):
 @dataclasses.dataclass(frozen=True)
 class DatasetSpec:
   """What is known about a dataset without loading it."""
+  summary: str  # One line: what it is and where it comes from.
   num_classes: int
   input_shape: tuple
   # Real noisy-label columns: our name -> TFDS feature (CIFAR-N, training split only).
   noisy_label_columns: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
+_TFDS = 'a prepared TFDS directory'
 DATASETS = {
-    'digits': DatasetSpec(10, (8, 8, 1)),
-    'mnist': DatasetSpec(10, (28, 28, 1)),
-    'fashion_mnist': DatasetSpec(10, (28, 28, 1)),
-    'cifar10': DatasetSpec(10, (32, 32, 3)),
-    'cifar100': DatasetSpec(100, (32, 32, 3)),
-    'cifar10_n': DatasetSpec(10, (32, 32, 3), {c: c for c in _CIFAR10N_COLUMNS}),
-    'cifar100_n': DatasetSpec(100, (32, 32, 3), {'noisy_fine': 'noise_label'}),
-    'speech_commands': DatasetSpec(12, (AUDIO_SAMPLES,)),
-    'keywords': DatasetSpec(10, (AUDIO_SAMPLES,)),
+    'digits': DatasetSpec("scikit-learn's bundled 8x8 digits; always offline",
+                          10, (8, 8, 1)),
+    'mnist': DatasetSpec(f'MNIST from IDX files (data.data_dir, ${DATA_ENV}) or {_TFDS}',
+                         10, (28, 28, 1)),
+    'fashion_mnist': DatasetSpec(
+        f'Fashion-MNIST from IDX files (data.data_dir, ${DATA_ENV}, the Debian package '
+        f'dataset-fashion-mnist) or {_TFDS}', 10, (28, 28, 1)),
+    'cifar10': DatasetSpec(f'CIFAR-10 from {_TFDS}', 10, (32, 32, 3)),
+    'cifar100': DatasetSpec(f'CIFAR-100 from {_TFDS}', 100, (32, 32, 3)),
+    'cifar10_n': DatasetSpec(f"CIFAR-10 with CIFAR-10N's human noisy labels (noise: real) "
+                             f'from {_TFDS}', 10, (32, 32, 3),
+                             {c: c for c in _CIFAR10N_COLUMNS}),
+    'cifar100_n': DatasetSpec(f"CIFAR-100 with CIFAR-100N's human noisy labels (noise: "
+                              f'real) from {_TFDS}', 100, (32, 32, 3),
+                              {'noisy_fine': 'noise_label'}),
+    'speech_commands': DatasetSpec(f'Speech Commands, 1 s of 16 kHz audio, from {_TFDS}',
+                                   12, (AUDIO_SAMPLES,)),
+    'keywords': DatasetSpec('Ten Speech Commands words synthesised offline with espeak-ng '
+                            '(generated on first use)', 10, (AUDIO_SAMPLES,)),
 }
 
 

@@ -32,6 +32,7 @@ from tff_noisy.federated.client_work import AGGREGATION_WEIGHT_KEY
 from tff_noisy.ops import knn
 from tff_noisy.ops import transition
 from tff_noisy.simulation import checkpoint
+from tff_noisy.simulation import progress as progress_lib
 from tff_noisy.simulation import results as results_lib
 from tff_noisy.simulation.client_state import ClientStateStore
 from tff_noisy.tff_runtime import import_tff
@@ -59,6 +60,19 @@ def client_dataset(x: np.ndarray, y: np.ndarray, batch_size: int, shuffle_seed: 
   features.update(extra or {})
   dataset = tf.data.Dataset.from_tensor_slices(features)
   return dataset.shuffle(max(len(y), 1), seed=shuffle_seed).batch(batch_size)
+
+
+def client_datasets(method, data, store, client_ids, shuffle_seeds, batch_size: int):
+  """``({id: dataset}, {id: update weight})`` of the non-empty clients among
+  ``client_ids``, with the method's labels and per-example extras."""
+  datasets, weights = {}, {}
+  for cid, shuffle_seed in zip(client_ids, shuffle_seeds):
+    y = method.labels(cid, data, store)
+    if len(y):
+      extras = method.client_extras(cid, len(y), store)
+      weights[cid] = float(np.sum(extras.get(AGGREGATION_WEIGHT_KEY, np.ones(len(y)))))
+      datasets[cid] = client_dataset(data.x[cid], y, batch_size, int(shuffle_seed), extras)
+  return datasets, weights
 
 
 def evaluate(model: tf.keras.Model, x: np.ndarray, y: np.ndarray) -> dict:
@@ -166,7 +180,11 @@ def build_method(config: ExperimentConfig, data,
 
 def run_experiment(config: ExperimentConfig, out_dir: str, *, resume: bool = False,
                    progress: Optional[bool] = None) -> results_lib.Results:
-  """Runs one federated experiment and writes its results to ``out_dir``."""
+  """Runs one federated experiment and writes its results to ``out_dir``.
+
+  ``progress``: a tqdm bar on stderr (True), nothing (False) or by default the bar on a
+  terminal and otherwise a line every ~10% of the rounds (``progress.is_logged``).
+  """
   choices = validation.validate_experiment(config)
   spec = sources.DATASETS[config.data.dataset]
   make_model_fn(config, spec.input_shape, spec.num_classes)  # Fits, before any data work.
@@ -200,8 +218,11 @@ def run_experiment(config: ExperimentConfig, out_dir: str, *, resume: bool = Fal
   show = sys.stderr.isatty() if progress is None else progress
   bar = tqdm.tqdm(total=fl.rounds, initial=start - 1, disable=not show,
                   desc=f'{config.method.name}', unit='round', file=sys.stderr)
+  log_lines = progress is None and not show
+  round_seconds = []  # This process's rounds, for the progress lines.
 
   for round_num in range(start, fl.rounds + 1):
+    began = time.monotonic()
     if method.all_clients_in_round(round_num):
       sampled = ids
     else:
@@ -209,14 +230,10 @@ def run_experiment(config: ExperimentConfig, out_dir: str, *, resume: bool = Fal
     seeds = np.random.default_rng([config.seed, round_num, 1]).integers(2**31, size=len(sampled))
 
     def build_datasets():
-      """The round's non-empty client datasets, with the method's labels and extras."""
-      built = {}
-      for cid, shuffle_seed in zip(sampled, seeds):
-        y = method.labels(cid, data, store)
-        if len(y):
-          extras = method.client_extras(cid, len(y), store)
-          weights[cid] = float(np.sum(extras.get(AGGREGATION_WEIGHT_KEY, np.ones(len(y)))))
-          built[cid] = client_dataset(data.x[cid], y, fl.batch_size, int(shuffle_seed), extras)
+      """The round's non-empty client datasets; records each one's update weight."""
+      built, built_weights = client_datasets(method, data, store, sampled, seeds,
+                                             fl.batch_size)
+      weights.update(built_weights)
       return built
 
     weights = {}  # The update weight each client's work will use.
@@ -256,6 +273,11 @@ def run_experiment(config: ExperimentConfig, out_dir: str, *, resume: bool = Fal
     bar.set_postfix(acc=record.get('test_accuracy', float('nan')),
                     s_per_round=round(record['seconds'], 2))
     bar.update(1)
+    round_seconds.append(time.monotonic() - began)
+    if log_lines and progress_lib.is_logged(round_num, start, fl.rounds):
+      print(progress_lib.line(f'{config.method.name} seed {config.seed}', round_num,
+                              fl.rounds, round_seconds, record.get('test_accuracy')),
+            file=sys.stderr, flush=True)
   bar.close()
   writer.close()
 

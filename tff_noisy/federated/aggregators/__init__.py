@@ -3,14 +3,8 @@
 Every aggregator is a weighted ``tff.aggregators`` factory for model-weights-shaped
 updates, computed inside the federated computation, with a pure NumPy twin in
 ``tff_noisy.ops``. Each leaves out the clients whose weight is 0 (the client work zeroes a
-non-finite update and gives it weight 0) and reports ``excluded_clients``:
-
-  mean                         weighted mean, ``tff.aggregators.MeanFactory`` (default)
-  geometric_median             RFA's smoothed Weiszfeld on the whole update, weighted
-  geometric_median_per_tensor  MaskedOptim's unweighted Weiszfeld on each tensor
-  coordinate_median            per-coordinate median (Yin et al. 2018)
-  trimmed_mean                 per-coordinate beta-trimmed mean (Yin et al. 2018)
-  krum, multi_krum             (multi-)Krum (Blanchard et al. 2017)
+non-finite update and gives it weight 0) and reports ``excluded_clients``. What each one
+computes: ``AGGREGATOR_SUMMARIES``; its parameters: ``AGGREGATOR_PARAMS``.
 
 This module imports no TensorFlow: config validation uses :func:`resolve_params` before
 anything heavy is loaded; :func:`build_factory` imports the factory's module.
@@ -37,6 +31,20 @@ AGGREGATOR_PARAMS = {
     'trimmed_mean': {'beta': 0.1},  # Fraction of clients trimmed at each end, in [0, 0.5).
     'krum': {'f': 1},  # Byzantine clients tolerated.
     'multi_krum': {'f': 1, 'm': 2},  # m: clients averaged, in [1, n - f].
+}
+
+# name -> one line: what the server computes.
+AGGREGATOR_SUMMARIES = {
+    'mean': 'Weighted mean, tff.aggregators.MeanFactory unchanged (the default)',
+    'geometric_median': "RFA's smoothed Weiszfeld on the whole update, weighted "
+                        '(Pillutla et al. 2022)',
+    'geometric_median_per_tensor': "MaskedOptim's unweighted Weiszfeld on each weight tensor",
+    'coordinate_median': 'Per-coordinate median, unweighted (Yin et al. 2018)',
+    'trimmed_mean': 'Per-coordinate mean without the beta-fraction largest and smallest '
+                    'values, unweighted (Yin et al. 2018)',
+    'krum': 'The update with the smallest sum of squared distances to its n - f - 2 '
+            'nearest others (Blanchard et al. 2017)',
+    'multi_krum': 'The mean of the m best updates by the Krum score',
 }
 
 # name -> (module, factory class)

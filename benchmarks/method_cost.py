@@ -1,0 +1,147 @@
+"""Seconds per round of each method beside FedAvg on one config, rounds interleaved.
+
+Every method is built on the same federated data and trains on the same sampled clients
+each round; the methods take turns round by round, so a change in the machine's load
+stretches them alike, and each method's time is the median over ``--rounds`` rounds
+after one that traces. A method whose objective has a ``corrected`` phase (FedEFC,
+forward correction) is timed twice: as it starts (cross-entropy, phase 0) and with the
+phase set to 1 (its per-round transition-matrix pass over the client's data and the
+corrected loss). Before round 1 each method's ``prepare`` runs once against an empty
+cache, so its one-off cost (LSC: the encoder's embeddings) and the bytes it caches are
+measured too. Targets (issues 16 and 17): a corrected FedEFC round <= 1.5x a FedAvg
+round; an LSC round <= 1.5x a FedAvg round.
+
+  .venv/bin/python benchmarks/method_cost.py experiments/configs/fedefc_fmnist.yaml \\
+      --methods fedavg,forward_correction,fedefc [--rounds 5] [--set key=value ...]
+
+Writes benchmarks/results/method_cost_<config name>.json.
+"""
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import tempfile
+import time
+
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+
+import numpy as np  # pylint: disable=g-import-not-at-top
+
+from experiments import run as cli  # pylint: disable=g-import-not-at-top
+from tff_noisy import config as config_lib  # pylint: disable=g-import-not-at-top
+from tff_noisy import validation  # pylint: disable=g-import-not-at-top
+from tff_noisy.data import federated as federated_data  # pylint: disable=g-import-not-at-top
+from tff_noisy.data import sources  # pylint: disable=g-import-not-at-top
+from tff_noisy.simulation import driver  # pylint: disable=g-import-not-at-top
+from tff_noisy.simulation.client_state import ClientStateStore  # pylint: disable=g-import-not-at-top
+
+RESULTS = os.path.join(os.path.dirname(__file__), 'results')
+PHASE = 'corrected'  # The objective hparam of a two-phase method.
+
+
+class _Variant:
+  """One method (in one phase): its process state and client state store."""
+
+  def __init__(self, name, config, data):
+    self.name = name
+    self.method = driver.build_method(config, data, validation.validate_experiment(config))
+    process = self.method.process
+    model = self.method.setup.model_fn()
+    self.state = process.set_model_weights(process.initialize(), driver._keras_weights(model))  # pylint: disable=protected-access
+    self.store = ClientStateStore()
+    self.round_seconds = []
+    with tempfile.TemporaryDirectory() as cache:
+      previous = os.environ.get(sources.CACHE_ENV)
+      os.environ[sources.CACHE_ENV] = cache
+      try:
+        started = time.perf_counter()
+        self.method.prepare(data, self.store)
+        self.prepare_seconds = time.perf_counter() - started
+        self.cached_bytes = sum(os.path.getsize(os.path.join(d, f))
+                                for d, _, files in os.walk(cache) for f in files)
+      finally:
+        if previous is None:
+          del os.environ[sources.CACHE_ENV]
+        else:
+          os.environ[sources.CACHE_ENV] = previous
+
+  @property
+  def has_phases(self) -> bool:
+    return PHASE in self.method.process.objective.hparams
+
+  def set_phase(self, phase: int) -> None:
+    self.name = f'{self.name.split(" ")[0]} ({PHASE}={phase})'
+    process = self.method.process
+    hparams = dict(process.get_hparams(self.state), **{PHASE: phase})
+    self.state = process.set_hparams(self.state, hparams)
+
+  def run_round(self, data, sampled, seeds, batch_size):
+    datasets, _ = driver.client_datasets(self.method, data, self.store, sampled, seeds,
+                                         batch_size)
+    process = self.method.process
+    client_states = [self.store.objective_state(cid, process.objective, data.y[cid])
+                     for cid in datasets]
+    started = time.perf_counter()
+    self.state, _, client_states, _ = self.method.run_round(self.state, datasets,
+                                                            client_states)
+    self.round_seconds.append(time.perf_counter() - started)
+    for cid, client_state in zip(datasets, client_states):
+      self.store.set_objective_state(cid, client_state)
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+  parser.add_argument('config')
+  parser.add_argument('--methods', required=True, help='comma-separated; fedavg first')
+  parser.add_argument('--rounds', type=int, default=5, help='timed rounds after the first')
+  parser.add_argument('--set', action='append', default=[], metavar='KEY=VALUE')
+  args = parser.parse_args()
+  base = config_lib.load(args.config, args.set)
+  configs = {name: cli.method_config(base, name) for name in args.methods.split(',')}
+  data = federated_data.build_federated_data(base)
+  load_before = os.getloadavg()
+  variants = []
+  for name, config in configs.items():
+    variants.append(_Variant(name, config, data))
+    if variants[-1].has_phases:
+      variants[-1].set_phase(0)
+      variants.append(_Variant(name, config, data))
+      variants[-1].set_phase(1)
+  ids = list(data.client_ids)
+  for round_num in range(1, args.rounds + 2):
+    sampled = driver.sample_clients(ids, base.clients_per_round(), base.seed, round_num)
+    seeds = np.random.default_rng([base.seed, round_num, 1]).integers(2**31, size=len(sampled))
+    for variant in variants:
+      variant.run_round(data, sampled, seeds, base.fl.batch_size)
+    print(f'round {round_num}: ' + ', '.join(
+        f'{v.name} {v.round_seconds[-1]:.2f} s' for v in variants), flush=True)
+
+  reference = statistics.median(variants[0].round_seconds[1:])
+  rows = {v.name: {'median_s_per_round': statistics.median(v.round_seconds[1:]),
+                   'ratio_to_' + variants[0].name: statistics.median(v.round_seconds[1:])
+                                                   / reference,
+                   'round_seconds': v.round_seconds,
+                   'prepare_s': v.prepare_seconds, 'prepare_cached_bytes': v.cached_bytes}
+          for v in variants}
+  print(f'\n{"method":<34}{"s/round":>9}{"ratio":>8}{"prepare s":>11}{"cached MB":>11}')
+  for name, row in rows.items():
+    print(f'{name:<34}{row["median_s_per_round"]:>9.2f}'
+          f'{row["ratio_to_" + variants[0].name]:>8.2f}{row["prepare_s"]:>11.1f}'
+          f'{row["prepare_cached_bytes"] / 1e6:>11.1f}')
+  os.makedirs(RESULTS, exist_ok=True)
+  name = os.path.splitext(os.path.basename(args.config))[0]
+  path = os.path.join(RESULTS, f'method_cost_{name}.json')
+  with open(path, 'w') as f:
+    json.dump({'config': args.config, 'overrides': args.set, 'rounds': args.rounds,
+               'clients_per_round': base.clients_per_round(),
+               'machine': {'cpus': os.cpu_count(), 'platform': platform.platform(),
+                           'load_average_before': load_before,
+                           'load_average_after': os.getloadavg()},
+               'methods': rows}, f, indent=1)
+  print(f'wrote {path}')
+
+
+if __name__ == '__main__':
+  main()

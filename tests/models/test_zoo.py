@@ -1,0 +1,36 @@
+"""The TensorFlow-free model table (`tff_noisy.zoo`) against the model zoo it describes."""
+import inspect
+
+import pytest
+
+import models
+from tff_noisy import config as config_lib
+from tff_noisy import validation
+from tff_noisy import zoo
+
+
+def test_names_are_the_zoos():
+  assert tuple(zoo.MODELS) == models.MODEL_NAMES
+
+
+@pytest.mark.parametrize('name', models.MODEL_NAMES)
+def test_options_and_defaults_are_the_builders(name):
+  build = models._MODULES[name].build  # pylint: disable=protected-access
+  options = {p.name: p.default for p in inspect.signature(build).parameters.values()
+             if p.kind is inspect.Parameter.KEYWORD_ONLY}
+  assert zoo.MODELS[name].options == options
+
+
+@pytest.mark.parametrize('model, message', [
+    ({'name': 'vgg16'}, "model.name: unknown model 'vgg16'; allowed: mlp, small_cnn"),
+    ({'name': 'resnet'}, "model.name: unknown model 'resnet'; did you mean 'resnet20'? "),
+    ({'name': 'small_cnn', 'width': 64},
+     "model.width: model 'small_cnn' has no option width; its options: none"),
+    ({'name': 'mlp', 'norm': 'group'}, "model.norm: model 'mlp' has no option norm; its "
+                                       'options: width'),
+])
+def test_config_validation_checks_the_model_before_tensorflow_is_needed(model, message):
+  config = config_lib.from_dict({'model': model})
+  with pytest.raises(config_lib.ConfigError) as error:
+    validation.validate_experiment(config)
+  assert str(error.value).startswith(message)

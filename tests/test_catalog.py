@@ -1,0 +1,195 @@
+"""`tff-noisy list`: every registry key, defaults equal to the registries', no TensorFlow."""
+import dataclasses
+import os
+import subprocess
+import sys
+
+import pytest
+
+from experiments import run as cli
+from tff_noisy import catalog
+from tff_noisy import config as config_lib
+from tff_noisy import methods
+from tff_noisy import zoo
+from tff_noisy.data import noise
+from tff_noisy.data import partition
+from tff_noisy.data import sources
+from tff_noisy.errors import UserError
+from tff_noisy.federated import aggregators
+
+_ROOT = os.path.join(os.path.dirname(__file__), '..')
+_REGISTRIES = {
+    'methods': methods.METHODS,
+    'aggregators': aggregators.AGGREGATOR_PARAMS,
+    'models': zoo.MODELS,
+    'datasets': sources.DATASETS,
+    'noise': noise.NOISE_MODELS,
+    'partitions': partition.PARTITIONERS,
+}
+
+
+def _block(text: str, name: str) -> list:
+  """The lines of choice ``name``: its own and its parameters' (indented deeper)."""
+  lines = text.splitlines()
+  start = next(i for i, line in enumerate(lines) if line.startswith(f'  {name} '))
+  block = [lines[start]]
+  for line in lines[start + 1:]:
+    if not line.startswith('   '):
+      break
+    block.append(line.strip())
+  return block
+
+
+def test_sections_are_the_registries():
+  assert list(catalog.SECTIONS) == list(_REGISTRIES)
+
+
+@pytest.mark.parametrize('name', list(_REGISTRIES))
+def test_each_section_lists_every_key_with_a_summary(name):
+  section = catalog.section(name)
+  assert [c.name for c in section.choices] == list(_REGISTRIES[name])
+  assert all(c.summary for c in section.choices)
+  text = catalog.render(name)
+  assert text.splitlines()[0].startswith(f'{name} (')
+  for key in _REGISTRIES[name]:
+    assert _block(text, key)
+
+
+def test_render_without_a_section_has_them_all():
+  text = catalog.render()
+  assert text == '\n\n'.join(catalog.render(name) for name in catalog.SECTIONS)
+
+
+def _defaults(cls) -> dict:
+  return {f.name: f.default for f in dataclasses.fields(cls)}
+
+
+def test_method_parameters_and_defaults_are_the_dataclasses():
+  for choice in catalog.section('methods').choices:
+    shown = {p.name: p.default for p in choice.params}
+    assert shown == _defaults(methods.METHODS[choice.name].params)
+
+
+@pytest.mark.parametrize('method, setting, comment', [
+    ('fedprox', 'mu: 0.01', 'FedProx proximal strength (Li et al. 2020, Eq. 2).'),
+    ('fedln_nnc', 'k: 100', 'Neighbours in the vote'),
+    ('fedln_nnc', 'encoder_input_size: null', 'a hub encoder expects'),
+    ('fedln_nafedavg', 'score_range: [-50.0, 150.0]', 'histogram range'),
+    ('fedds', 'tol: 1e-05', 'Stop when no posterior changes by more.'),
+    ('fedds', 'em: central', "'federated': clients label the public set"),  # Next line's.
+    ('lsc', 'exclude_self: true', 'Eq. 2 as written'),
+    ('fedefc', 'normalise: column', "'row' (ablation)"),
+])
+def test_a_parameter_line_shows_the_default_and_the_fields_comment(method, setting, comment):
+  line = next(line for line in _block(catalog.render('methods'), method)[1:]
+              if line.startswith(setting.split(':')[0] + ':'))
+  written, described = line.split('  # ')
+  assert written.strip() == setting
+  assert comment in described
+  name, _ = setting.split(':')
+  assert catalog.value_text(_defaults(methods.METHODS[method].params)[name]) == (
+      setting.split(': ')[1])
+
+
+def test_fedavg_has_no_parameters_and_fedds_says_it_needs_a_public_split():
+  assert _block(catalog.render('methods'), 'fedavg') == [
+      '  fedavg              FedAvg (baseline)']
+  assert 'needs data.public_fraction > 0' in _block(catalog.render('methods'), 'fedds')[0]
+
+
+def test_aggregator_defaults_are_the_registrys():
+  assert set(aggregators.AGGREGATOR_SUMMARIES) == set(aggregators.AGGREGATOR_PARAMS)
+  for choice in catalog.section('aggregators').choices:
+    assert {p.name: p.default for p in choice.params} == (
+        aggregators.AGGREGATOR_PARAMS[choice.name])
+  assert _block(catalog.render('aggregators'), 'multi_krum')[1:] == ['f: 1', 'm: 2']
+
+
+def test_model_options_and_defaults():
+  block = _block(catalog.render('models'), 'resnet20')
+  assert block[1].startswith('norm: group  # ')
+  assert _block(catalog.render('models'), 'small_cnn')[1:] == []
+
+
+def test_noise_models_show_the_fields_they_read_with_noiseconfig_defaults():
+  defaults = _defaults(config_lib.NoiseConfig)
+  used = set()
+  for choice in catalog.section('noise').choices:
+    assert tuple(p.name for p in choice.params) == noise.NOISE_MODELS[choice.name].fields
+    assert all(p.default == defaults[p.name] for p in choice.params)
+    used.update(p.name for p in choice.params)
+  assert used == set(defaults) - {'name'}  # Every field belongs to some model.
+  last = _block(catalog.render('noise'), 'cleanlab')[-1]
+  assert last.split('  # ')[0].strip() == 'valid_matrix: false' and 'learnability' in last
+
+
+def test_datasets_show_classes_input_and_real_label_columns():
+  line = _block(catalog.render('datasets'), 'cifar10_n')[0]
+  assert '10 classes, input 32x32x3: ' in line
+  assert 'noise.real_labels: aggre_label, worse_label' in line
+
+
+def test_partitions_show_the_shared_fields():
+  text = catalog.render('partitions')
+  assert 'Random equal split' in _block(text, 'iid')[0]
+  fields = {p.name: p.default for p in catalog.section('partitions').fields}
+  assert fields == {k: v for k, v in _defaults(config_lib.PartitionConfig).items()
+                    if k != 'name'}
+  assert '    alpha: 0.5            # dirichlet / fedcorr concentration.' in text.splitlines()
+
+
+def test_field_comments_read_the_source_and_continuation_lines():
+
+  @dataclasses.dataclass
+  class Base:
+    a: int = 1  # The first.
+    b: str = 'x#y'  # After a string with a hash;
+    # continued here.
+
+    c: float = 2.0
+
+  @dataclasses.dataclass
+  class Child(Base):
+    # A header comment, not a field's.
+    d: bool = True  # The child's.
+
+    def method(self):
+      e: int = 3  # Not a field.
+      return e
+
+  assert catalog.field_comments(Child) == {
+      'a': 'The first.', 'b': 'After a string with a hash; continued here.',
+      'd': "The child's."}
+  namespace = {}
+  exec('import dataclasses\n@dataclasses.dataclass\nclass NoSource:\n  a: int = 1  # x\n',
+       namespace)
+  assert catalog.field_comments(namespace['NoSource']) == {}
+
+
+@pytest.mark.parametrize('name, hint', [('modles', "did you mean 'models'? "), ('xyz', '')])
+def test_unknown_section_names_the_allowed_ones(name, hint):
+  with pytest.raises(UserError) as error:
+    catalog.section(name)
+  assert str(error.value) == (f"list: unknown section '{name}'; {hint}allowed: methods, "
+                              'aggregators, models, datasets, noise, partitions')
+
+
+def test_cli_list(capsys):
+  cli.main(['list', 'models'])
+  out = capsys.readouterr().out
+  assert out == catalog.render('models') + '\n'
+  with pytest.raises(SystemExit) as exit_info:
+    cli.main(['list', 'model'])
+  assert exit_info.value.code == 2
+  assert capsys.readouterr().err == (
+      "tff-noisy: error: list: unknown section 'model'; did you mean 'models'? allowed: "
+      'methods, aggregators, models, datasets, noise, partitions\n')
+
+
+def test_list_imports_no_tensorflow():
+  code = ('import sys\nfrom experiments import run\nrun.main(["list"])\n'
+          'print("tensorflow" in sys.modules)')
+  done = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                        timeout=60, cwd=_ROOT, check=True)
+  assert done.stdout.splitlines()[-1] == 'False'
+  assert done.stdout.startswith('methods (method.name')

@@ -1,0 +1,205 @@
+"""``tff-noisy list``: every choice a config can name, with its parameters and defaults.
+
+Built from the registries that config validation uses, so it imports no TensorFlow:
+``methods.METHODS`` and their ``Params`` dataclasses, the aggregators, the model zoo's
+table (``zoo``), ``sources.DATASETS``, ``noise.NOISE_MODELS`` and
+``partition.PARTITIONERS``. A parameter's description is the ``# comment`` beside its
+field in the source (with the comment-only lines right below it).
+"""
+
+import collections
+import dataclasses
+import difflib
+import inspect
+import io
+import textwrap
+import tokenize
+from typing import Optional
+
+from tff_noisy import config as config_lib
+from tff_noisy import methods
+from tff_noisy import zoo
+from tff_noisy.data import noise
+from tff_noisy.data import partition
+from tff_noisy.data import sources
+from tff_noisy.errors import UserError
+from tff_noisy.federated import aggregators
+
+
+@dataclasses.dataclass(frozen=True)
+class Param:
+  name: str
+  default: object
+  description: str = ''
+
+
+@dataclasses.dataclass(frozen=True)
+class Choice:
+  name: str
+  summary: str
+  params: tuple = ()  # Param each.
+
+
+@dataclasses.dataclass(frozen=True)
+class Section:
+  title: str  # The config field that names a choice, and where its parameters go.
+  choices: tuple
+  fields: tuple = ()  # Params that every choice reads (partition.*).
+
+
+def field_comments(cls) -> dict:
+  """Field name -> the ``# comment`` beside it, for dataclass ``cls`` and its bases.
+
+  A comment-only line right below a commented field continues it. A class whose source
+  cannot be read (defined in a string) has none.
+  """
+  comments = {}
+  for klass in reversed(cls.__mro__):
+    if not dataclasses.is_dataclass(klass):
+      continue
+    try:
+      source = textwrap.dedent(inspect.getsource(klass))
+    except (OSError, TypeError):
+      continue
+    comments.update(_comments_in(source))
+  return comments
+
+
+def _comments_in(class_source: str) -> dict:
+  lines = collections.defaultdict(list)  # Line number -> its tokens that matter here.
+  skip = (tokenize.INDENT, tokenize.DEDENT, tokenize.NL, tokenize.NEWLINE)
+  for token in tokenize.generate_tokens(io.StringIO(class_source).readline):
+    if token.type not in skip:
+      lines[token.start[0]].append(token)
+  numbers = sorted(lines)
+  body = next(i for i, n in enumerate(numbers) if lines[n][0].string == 'class') + 1
+  indent = lines[numbers[body]][0].start[1]
+  comments, field, last = {}, None, 0
+  for number in numbers[body:]:
+    first, *rest = lines[number]
+    if first.type == tokenize.COMMENT and field and number == last + 1:
+      comments[field] += ' ' + first.string.lstrip('#').strip()
+      last = number
+      continue
+    field = None
+    trailing = [t.string.lstrip('#').strip() for t in rest if t.type == tokenize.COMMENT]
+    if (first.type == tokenize.NAME and first.start[1] == indent and rest
+        and rest[0].string == ':' and trailing):
+      field, last = first.string, number
+      comments[field] = trailing[0]
+  return comments
+
+
+def _default(field: dataclasses.Field):
+  if field.default_factory is not dataclasses.MISSING:
+    return field.default_factory()
+  return field.default
+
+
+def _params(cls, names: Optional[tuple] = None) -> tuple:
+  """The fields of dataclass ``cls`` (those in ``names``, in that order) as Params."""
+  comments = field_comments(cls)
+  fields = {f.name: f for f in dataclasses.fields(cls)}
+  return tuple(Param(name, _default(fields[name]), comments.get(name, ''))
+               for name in (fields if names is None else names))
+
+
+def _methods() -> Section:
+  choices = []
+  for name, spec in methods.METHODS.items():
+    public = ' (needs data.public_fraction > 0)' if spec.needs_public_split else ''
+    choices.append(Choice(name, spec.summary + public, _params(spec.params)))
+  return Section('method.name; parameters under method.params', tuple(choices))
+
+
+def _aggregators() -> Section:
+  return Section('fl.aggregator; parameters under fl.aggregator_params', tuple(
+      Choice(name, aggregators.AGGREGATOR_SUMMARIES[name],
+             tuple(Param(p, default) for p, default in defaults.items()))
+      for name, defaults in aggregators.AGGREGATOR_PARAMS.items()))
+
+
+def _models() -> Section:
+  comments = field_comments(config_lib.ModelConfig)
+  return Section('model.name; options under model', tuple(
+      Choice(name, spec.summary, tuple(Param(option, default, comments.get(option, ''))
+                                       for option, default in spec.options.items()))
+      for name, spec in zoo.MODELS.items()))
+
+
+def _datasets() -> Section:
+  choices = []
+  for name, spec in sources.DATASETS.items():
+    shape = 'x'.join(str(d) for d in spec.input_shape)
+    columns = (f"; noise.real_labels: {', '.join(spec.noisy_label_columns)}"
+               if spec.noisy_label_columns else '')
+    choices.append(Choice(name, f'{spec.num_classes} classes, input {shape}: '
+                                f'{spec.summary}{columns}'))
+  return Section('data.dataset', tuple(choices))
+
+
+def _noise() -> Section:
+  return Section('noise.name; fields under noise', tuple(
+      Choice(name, model.summary, _params(config_lib.NoiseConfig, model.fields))
+      for name, model in noise.NOISE_MODELS.items()))
+
+
+def _partitions() -> Section:
+  choices = tuple(Choice(name, inspect.getdoc(split).splitlines()[0])
+                  for name, split in partition.PARTITIONERS.items())
+  fields = tuple(p for p in _params(config_lib.PartitionConfig) if p.name != 'name')
+  return Section('partition.name; fields under partition', choices, fields)
+
+
+SECTIONS = {
+    'methods': _methods,
+    'aggregators': _aggregators,
+    'models': _models,
+    'datasets': _datasets,
+    'noise': _noise,
+    'partitions': _partitions,
+}
+
+
+def section(name: str) -> Section:
+  """Section ``name``; a UserError naming the sections for any other name."""
+  if name not in SECTIONS:
+    close = difflib.get_close_matches(str(name), list(SECTIONS), n=1)
+    hint = f"did you mean '{close[0]}'? " if close else ''
+    raise UserError(f"list: unknown section '{name}'; {hint}allowed: {', '.join(SECTIONS)}")
+  return SECTIONS[name]()
+
+
+def value_text(value) -> str:
+  """A default as a config writes it (YAML)."""
+  if value is None:
+    return 'null'
+  if isinstance(value, bool):
+    return 'true' if value else 'false'
+  if isinstance(value, (list, tuple)):
+    return '[' + ', '.join(value_text(v) for v in value) + ']'
+  return str(value)
+
+
+def _param_lines(params: tuple, indent: str) -> list:
+  settings = [f'{p.name}: {value_text(p.default)}' for p in params]
+  width = max(map(len, settings), default=0)
+  return [f'{indent}{setting:<{width}}  # {p.description}' if p.description
+          else f'{indent}{setting}' for setting, p in zip(settings, params)]
+
+
+def render(name: Optional[str] = None) -> str:
+  """The listing of section ``name``, or of every section."""
+  blocks = []
+  for title in ([name] if name is not None else SECTIONS):
+    part = section(title)
+    width = max(len(c.name) for c in part.choices)
+    lines = [f'{title} ({part.title})']
+    for choice in part.choices:
+      lines.append(f'  {choice.name:<{width}}  {choice.summary}')
+      lines += _param_lines(choice.params, ' ' * (width + 4))
+    if part.fields:
+      lines.append('  fields:')
+      lines += _param_lines(part.fields, '    ')
+    blocks.append('\n'.join(lines))
+  return '\n\n'.join(blocks)

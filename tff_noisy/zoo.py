@@ -1,0 +1,49 @@
+"""The model zoo's names, options and one-line summaries, without TensorFlow.
+
+Config validation checks ``model.name`` and the options a config sets against this table
+before anything heavy is imported; ``models`` builds the models and checks that one fits
+the data. ``tests/models/test_zoo.py`` holds the two to the same names, options and
+defaults.
+"""
+
+import dataclasses
+import difflib
+
+from tff_noisy.errors import ConfigError
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSpec:
+  summary: str
+  options: dict = dataclasses.field(default_factory=dict)  # model.<option> -> default.
+
+
+MODELS = {
+    'mlp': ModelSpec('Flatten -> Dense(width, relu) -> logits; the fast baseline for digits',
+                     {'width': 128}),
+    'small_cnn': ModelSpec('Conv32 -> Conv64 -> MaxPool -> Dense128, no normalisation '
+                           "(FedLN's CPU reproduction)"),
+    'mnist_cnn': ModelSpec("FedDS's MNIST CNN: two 5x5 convolutions, Dense50, dropout"),
+    'pooled_cnn': ModelSpec('Conv32 -> MaxPool -> Conv64 -> MaxPool -> Dense128, no '
+                            "normalisation (FedEFC's CPU reproduction)"),
+    'cnn9': ModelSpec("Co-teaching's 9-layer CNN (FedEFC's MNIST model); norm: batch | group",
+                      {'norm': 'batch'}),
+    'resnet20': ModelSpec("ResNet-20 with option-A shortcuts (FedLN's vision model); "
+                          'norm: group | batch', {'norm': 'group'}),
+    'audio': ModelSpec("FedLN's keyword-spotting CNN on a log-mel front end inside the "
+                       'model (16 kHz waveforms)'),
+}
+
+
+def validate(name: str, options: dict) -> None:
+  """Raises ConfigError unless model ``name`` exists and takes every option in ``options``."""
+  if name not in MODELS:
+    close = difflib.get_close_matches(str(name), list(MODELS), n=1)
+    hint = f"did you mean '{close[0]}'? " if close else ''
+    raise ConfigError(f"model.name: unknown model '{name}'; {hint}"
+                      f"allowed: {', '.join(MODELS)}")
+  allowed = MODELS[name].options
+  for option in options:
+    if option not in allowed:
+      raise ConfigError(f"model.{option}: model '{name}' has no option {option}; its "
+                        f"options: {', '.join(allowed) or 'none'}")
