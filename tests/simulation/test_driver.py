@@ -47,6 +47,18 @@ def test_results_files_and_schema(tmp_path, tmp_cache):
   assert results.final_accuracy > 0.5  # Four rounds of FedAvg learn digits well above chance.
 
 
+def test_evaluate_reports_each_class_accuracy():
+  class Fixed:  # predict() returns fixed logits: class 0 always right, class 1 half.
+    def predict(self, x, batch_size, verbose):
+      del batch_size, verbose
+      return np.eye(3)[x]
+
+  y = np.array([0, 0, 1, 1])
+  scores = driver.evaluate(Fixed(), np.array([0, 0, 1, 0]), y)
+  assert scores['test_class_accuracy'] == [1.0, 0.5, None]  # No class 2 in the split.
+  assert scores['test_accuracy'] == 0.75
+
+
 @pytest.mark.slow
 def test_same_seed_same_accuracies(tmp_path, tmp_cache):
   first = driver.run_experiment(_config(), str(tmp_path / 'a'))

@@ -76,12 +76,17 @@ def client_datasets(method, data, store, client_ids, shuffle_seeds, batch_size: 
 
 
 def evaluate(model: tf.keras.Model, x: np.ndarray, y: np.ndarray) -> dict:
-  """Test accuracy and macro-F1 of ``model`` (logits out)."""
+  """Test accuracy, macro-F1 and each class's accuracy (recall; None for a class the test
+  split lacks) of ``model`` (logits out)."""
   logits = model.predict(x, batch_size=_EVAL_BATCH, verbose=0)
   predicted = np.argmax(logits, axis=-1)
+  num_classes = logits.shape[-1]
+  totals = np.bincount(y, minlength=num_classes)
+  hits = np.bincount(y[predicted == y], minlength=num_classes)
   return {
       'test_accuracy': float(np.mean(predicted == y)),
       'test_macro_f1': float(sk_metrics.f1_score(y, predicted, average='macro')),
+      'test_class_accuracy': [float(h / t) if t else None for h, t in zip(hits, totals)],
   }
 
 

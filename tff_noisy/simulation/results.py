@@ -9,7 +9,9 @@
                    update_rejected, train_loss, train_accuracy (example-weighted),
                    train_client_mean_accuracy (each client counts once), aggregator
                    (its measurements), and on evaluated rounds test_accuracy,
-                   test_macro_f1; train_* are null in a round where no update was finite
+                   test_macro_f1, test_class_accuracy (per class; null for a class
+                   the test split lacks); train_* are null in a round where no update
+                   was finite
   final_accuracy   test accuracy after the last round
   last10_accuracy  mean test accuracy of the last 10 evaluated rounds
   client_noise_rates  true per-client noise rate (simulation truth, evaluation only)
