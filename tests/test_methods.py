@@ -56,10 +56,36 @@ def test_shared_groups_are_one_class():
      r'method.params.anchor_percentile: needs a percentile in \(0, 100\]'),
     ('forward_correction', {'normalise': 'row'}, r"belongs to fedefc\)"),
     ('fedavgg', {}, "method.name: unknown method 'fedavgg'; did you mean 'fedavg'?"),
+    ('maskedoptim', {'warmup_rounds': 100},
+     r'method.params.warmup_rounds: needs a round before the last \(fl.rounds=100\): '
+     r'detection runs after it, got 100'),
+    ('maskedoptim', {'warmup_rounds': 0},
+     'method.params.warmup_rounds: needs an integer >= 1, got 0'),
+    ('maskedoptim', {'tau': 0}, r'method.params.tau: needs a share in \(0, 1\], got 0'),
+    ('maskedoptim', {'tau': 1.2}, r'method.params.tau: needs a share in \(0, 1\], got 1.2'),
+    ('maskedoptim', {'label_scale': 0}, 'method.params.label_scale: needs a number > 0, got 0'),
+    ('maskedoptim', {'label_lr': -1}, 'method.params.label_lr: needs a number > 0, got -1'),
+    ('maskedoptim', {'zeta': 0}, r'method.params.zeta: needs a number in \(0, 1\], got 0'),
+    ('maskedoptim', {'alpha': -0.5}, 'method.params.alpha: needs a number >= 0, got -0.5'),
+    ('maskedoptim', {'beta': -0.1}, 'method.params.beta: needs a number >= 0'),
+    ('maskedoptim', {'loss_variant': 'torch'},
+     "method.params.loss_variant: needs 'paper' or 'code', got 'torch'"),
+    ('maskedoptim', {'mask': 'no'}, "method.params.mask: needs true or false, got 'no'"),
+    ('maskedoptim', {'gmm_fits': 0}, 'method.params.gmm_fits: needs an integer >= 1, got 0'),
+    ('maskedoptim', {'logit_clip': 0}, 'method.params.logit_clip: needs a number > 0, got 0'),
+    ('maskedoptim', {'eta': 10}, "method.params.eta: not a parameter of 'maskedoptim'"),
 ])
 def test_bad_parameters_name_the_field(name, params, match):
   with pytest.raises(ConfigError, match=match):
     methods.resolve_params(name, params, rounds=100)
+
+
+def test_maskedoptim_beta_defaults_to_the_variants():
+  assert methods.resolve_params('maskedoptim', {}, rounds=100).beta_value() == 0.1
+  code = methods.resolve_params('maskedoptim', {'loss_variant': 'code'}, rounds=100)
+  assert code.beta_value() == 0.2
+  assert methods.resolve_params('maskedoptim', {'beta': 0.3, 'loss_variant': 'code'},
+                                rounds=100).beta_value() == 0.3
 
 
 def test_registry_imports_no_tensorflow():

@@ -219,6 +219,50 @@ class ForwardCorrectionParams(CorrectionParams):
 
 
 @dataclasses.dataclass(frozen=True)
+class MaskedOptimParams(Params):
+  """MaskedOptim (specs/maskedoptim.md §2, §4, §8). Rounds 1..warmup_rounds warm up on
+  logit-adjusted CE; before round warmup_rounds + 1 every client is probed and the GMM
+  vote flags the noisy ones for the rest of training. Configs set
+  ``fl.aggregator: geometric_median_per_tensor`` (the paper's aggregation)."""
+  warmup_rounds: int = 30  # T_w: detection runs before round T_w + 1 (paper 30, code 20).
+  alpha: float = 0.5  # Weight of the compatibility term -log y^d_ŷ.
+  beta: Optional[float] = None  # Weight of the entropy term; null: 0.1 (paper), 0.2 (code).
+  tau: float = 0.8  # Share of a batch's smallest-L_c samples the mask keeps (paper variant).
+  label_lr: float = 1000.0  # η: plain GD rate of the label logits (batch-mean gradient).
+  label_scale: float = 10.0  # K: label logits start at K·onehot; the merge rescales by K.
+  zeta: float = 0.8  # Pre-merge ζ (Eq. 16): a noisy client's update is scaled by ζ.
+  mask: bool = True  # False: the no-mask ablation (every sample's m = 1).
+  loss_variant: str = 'paper'  # 'paper' (§2.3) or 'code' (§8.1: KL/C, argmax mask, clip).
+  logit_clip: float = 1.0  # τ_c of LogitClip (code variant only).
+  gmm_fits: int = 9  # GMM fits (random_state 0..gmm_fits-1) in the detection vote.
+
+  def beta_value(self) -> float:
+    """β: the configured one, else the variant's default."""
+    if self.beta is not None:
+      return float(self.beta)
+    return 0.1 if self.loss_variant == 'paper' else 0.2
+
+  def check(self, rounds):
+    _require(self.warmup_rounds >= 1, 'warmup_rounds', 'an integer >= 1',
+             self.warmup_rounds)
+    _require(self.warmup_rounds < rounds, 'warmup_rounds',
+             f'a round before the last (fl.rounds={rounds}): detection runs after it',
+             self.warmup_rounds)
+    _require(self.alpha >= 0, 'alpha', 'a number >= 0', self.alpha)
+    if self.beta is not None:
+      _require(self.beta >= 0, 'beta', 'a number >= 0 (or null for the default)', self.beta)
+    _require(0 < self.tau <= 1, 'tau', 'a share in (0, 1]', self.tau)
+    _require(self.label_lr > 0, 'label_lr', 'a number > 0', self.label_lr)
+    _require(self.label_scale > 0, 'label_scale', 'a number > 0', self.label_scale)
+    _require(0 < self.zeta <= 1, 'zeta', 'a number in (0, 1]', self.zeta)
+    _require(self.loss_variant in ('paper', 'code'), 'loss_variant', "'paper' or 'code'",
+             self.loss_variant)
+    _require(self.logit_clip > 0, 'logit_clip', 'a number > 0', self.logit_clip)
+    _require(self.gmm_fits >= 1, 'gmm_fits', 'an integer >= 1', self.gmm_fits)
+    super().check(rounds)
+
+
+@dataclasses.dataclass(frozen=True)
 class MethodSpec:
   params: type  # A Params subclass.
   algorithm: str  # 'module:Class' of its ``Method`` in tff_noisy.federated.algorithms.
@@ -249,6 +293,9 @@ METHODS = {
     'forward_correction': MethodSpec(
         ForwardCorrectionParams, _ALGORITHMS + 'fedefc:ForwardCorrection',
         'Forward correction (Patrini anchors) after the FedEFC prestopping switch'),
+    'maskedoptim': MethodSpec(
+        MaskedOptimParams, _ALGORITHMS + 'maskedoptim:MaskedOptim',
+        'MaskedOptim: GMM noisy-client detection, masked end-to-end label correction'),
 }
 
 

@@ -29,7 +29,9 @@ from tff_noisy.federated import aggregators
 from tff_noisy.federated import algorithms
 from tff_noisy.federated import client_work
 from tff_noisy.federated.client_work import AGGREGATION_WEIGHT_KEY
+from tff_noisy.ops import detection
 from tff_noisy.ops import knn
+from tff_noisy.ops import label_distribution
 from tff_noisy.ops import transition
 from tff_noisy.simulation import checkpoint
 from tff_noisy.simulation import progress as progress_lib
@@ -138,7 +140,9 @@ _TRUTH_CORRELATIONS = {
 
 def _with_truth(diagnostics: dict, data) -> dict:
   """Adds the correlation of per-client estimates with the true per-client noise rates,
-  and the errors of per-client transition matrices against the true ones."""
+  the errors of per-client transition matrices against the true ones, a detection's
+  precision and recall against the truly noisy clients and the accuracy of estimated
+  labels against the true labels."""
   true_rates = dict(zip(data.client_ids, data.noise_rates))
   for key, (name, truth) in _TRUTH_CORRELATIONS.items():
     estimates = diagnostics.get(key)
@@ -154,6 +158,15 @@ def _with_truth(diagnostics: dict, data) -> dict:
     diagnostics['transition_matrix_error'] = {
         name: transition.matrix_error_report(estimates, true_matrices)
         for name, estimates in matrices.items()}
+  flags = diagnostics.pop('noisy_clients', None)  # {cid: flagged} (Method.report).
+  if flags:
+    diagnostics['noisy_clients'] = [cid for cid, flagged in flags.items() if flagged]
+    diagnostics['detection_truth'] = detection.detection_report(
+        list(flags.values()), [true_rates[cid] for cid in flags])
+  estimates = diagnostics.pop('label_estimates', None)  # {cid: labels} (Method.report).
+  if estimates:
+    diagnostics['label_estimate_accuracy'] = label_distribution.estimate_accuracy_report(
+        estimates, data.y, data.y_true)
   return diagnostics
 
 
@@ -258,6 +271,7 @@ def run_experiment(config: ExperimentConfig, out_dir: str, *, resume: bool = Fal
         store.set_objective_state(cid, client_state)
       record.update(metrics)
       record.update(_with_truth(diagnostics, data))
+      record.update(_with_truth(method.report(round_num, state, store), data))
       state, diagnostics = method.after_round(round_num, state, metrics)
       record.update(diagnostics)
       if metrics['train_loss'] is None:

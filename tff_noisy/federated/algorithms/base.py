@@ -108,6 +108,16 @@ class Method:
     del round_num, metrics
     return state, {}
 
+  def report(self, round_num: int, state, store) -> dict:
+    """Diagnostics once the round's client states are in ``store`` (read, never change).
+
+    For per-client estimates the driver compares with the simulation truth (which the
+    method never sees): ``noisy_clients`` ({client id: flagged}) and ``label_estimates``
+    ({client id: estimated labels [n]}), as MaskedOptim reports them every round.
+    """
+    del round_num, state, store
+    return {}
+
   def run_round(self, state, datasets: dict, client_states: list) -> tuple:
     """One round on {client id: dataset}; ``(state, metrics, client states, diagnostics)``."""
     output = self.process.next(state, list(datasets.values()), client_states)
