@@ -9,6 +9,7 @@
   tff-noisy export RUN_DIR --quantize none|float16|dynamic|int8 [--out F] [--verify]
   tff-noisy embed pretrain|evaluate --dataset NAME ...
   tff-noisy list [methods|aggregators|models|datasets|noise|partitions]
+  tff-noisy report DIR   (a run, compare or grid directory: writes DIR/report.md + PNGs)
 
 --verbose (before or after the command) shows TensorFlow's start-up log and library
 warnings, which are hidden by default.
@@ -206,6 +207,12 @@ def _cmd_list(args) -> None:
   print(catalog.render(args.section))
 
 
+def _cmd_report(args) -> None:
+  from tff_noisy import report  # pylint: disable=g-import-not-at-top
+  path, figures = report.write_report(args.dir)
+  print(f'wrote {path} and {len(figures)} figure(s)')
+
+
 class _Parser(argparse.ArgumentParser):
   """Takes ``--verbose`` before or after any (sub)command: every subparser is one."""
 
@@ -263,6 +270,12 @@ def _parser() -> argparse.ArgumentParser:
   listing.add_argument('section', nargs='?', metavar='SECTION',
                        help=f"one of {', '.join(catalog.SECTIONS)} (default: all)")
   listing.set_defaults(func=_cmd_list)
+
+  reporting = sub.add_parser('report', help='report.md with figures of a run, compare or '
+                             'grid directory')
+  reporting.add_argument('dir', metavar='DIR',
+                         help='a directory written by tff-noisy run, compare or grid')
+  reporting.set_defaults(func=_cmd_report)
   return parser
 
 

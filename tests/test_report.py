@@ -1,0 +1,328 @@
+"""`tff-noisy report DIR` on fake run, compare and grid directories (no TensorFlow).
+
+The runs are written with ``tff_noisy.simulation.results.write`` (NumPy only), so they have
+the real results.json and metrics.csv format; the tests check report.md against numbers
+computed here from those files, and that the figures are non-empty PNGs.
+"""
+import csv
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from experiments import run as cli
+from tff_noisy import report
+from tff_noisy.simulation import results as results_lib
+
+_ROOT = os.path.join(os.path.dirname(__file__), '..')
+_RATES = {'client_000': 0.0, 'client_001': 0.1, 'client_002': 0.4, 'client_003': 0.6}
+_SIZES = {'client_000': 100, 'client_001': 80, 'client_002': 120, 'client_003': 60}
+_PNG = b'\x89PNG\r\n\x1a\n'
+
+
+def _config(seed=0, rho=0.5):
+  return {'seed': seed, 'data': {'dataset': 'digits', 'train_subset': None},
+          'partition': {'name': 'iid', 'num_clients': 4},
+          'noise': {'name': 'fedcorr', 'rho': rho, 'tau': 0.3}, 'model': {'name': 'mlp'},
+          'method': {'name': 'fedavg', 'params': {}},
+          'fl': {'rounds': 12, 'clients_per_round': 2, 'local_epochs': 1, 'batch_size': 16,
+                 'client_optimizer': 'sgd', 'client_lr': 0.05, 'momentum': 0.9,
+                 'server_lr': 1.0, 'weight_decay': 0.0, 'aggregator': 'mean'}}
+
+
+def _rounds(accuracies, weights=None):
+  """Round records as the driver writes them; every client takes part."""
+  records = []
+  for i, accuracy in enumerate(accuracies):
+    clients = list(_RATES)
+    records.append({
+        'round': i + 1, 'clients': clients, 'skipped_empty_clients': 0,
+        'client_weights': [float(weights[c] if weights else _SIZES[c]) for c in clients],
+        'train_loss': 1.0, 'train_accuracy': 0.5, 'train_client_mean_accuracy': 0.5,
+        'non_finite_clients': 0, 'update_rejected': 0, 'aggregator': {},
+        'seconds': 0.1, 'wall_time': 1.0, 'test_accuracy': accuracy,
+        'test_macro_f1': accuracy})
+  return records
+
+
+def _write(path, method, accuracies, seed=0, rho=0.5, extra=None, params=None,
+           weights=None, per_round=None, data_hash='d0'):
+  rounds = _rounds(accuracies, weights)
+  for round_num, fields in (per_round or {}).items():
+    rounds[round_num - 1].update(fields)
+  config = _config(seed, rho)
+  config['method'] = {'name': method, 'params': params or {}}
+  results_lib.write(str(path), results_lib.Results(
+      config=config, data_hash=data_hash, method=method, params=params or {},
+      rounds=rounds, client_noise_rates=dict(_RATES), extra=extra or {}))
+  return json.loads((path / results_lib.RESULTS_FILE).read_text())
+
+
+def _accuracies(seed, shift):
+  rng = np.random.default_rng([seed, int(round(100 * shift)) + 50])
+  return [float(a) for a in np.round(np.linspace(0.3, 0.8, 12) + shift
+                                     + rng.uniform(-0.02, 0.02, 12), 4)]
+
+
+def _pct(values):
+  return f'{100 * np.mean(values):.2f} ± {100 * np.std(values):.2f}'
+
+
+def _assert_png(path):
+  assert os.path.getsize(path) > 2000, path
+  with open(path, 'rb') as f:
+    assert f.read(8) == _PNG
+
+
+def _figures(text):
+  return [line[line.index('](') + 2:-1] for line in text.splitlines()
+          if line.startswith('![')]
+
+
+_NOISE_ESTIMATES = {'client_000': 0.05, 'client_001': 0.2, 'client_002': 0.35,
+                    'client_003': 0.7}
+_CORRECTION = {'overall': {'num_examples': 360, 'fraction_changed': 0.25, 'precision': 0.8,
+                           'noise_before': 0.3, 'noise_after': 0.12, 'fixed': 0.6,
+                           'corrupted': float('nan')},
+               'per_client': {c: {'num_examples': n, 'fraction_changed': 0.2,
+                                  'precision': 0.8, 'noise_before': _RATES[c],
+                                  'noise_after': _RATES[c] / 2, 'fixed': 0.5,
+                                  'corrupted': 0.0} for c, n in _SIZES.items()}}
+
+
+def test_report_of_a_run_with_noise_estimates_and_label_correction(tmp_path, capsys):
+  run = tmp_path / 'fedln'
+  weights = {c: _SIZES[c] * (1 - _NOISE_ESTIMATES[c]) for c in _RATES}
+  saved = _write(run, 'fedln', _accuracies(0, 0.0), extra={
+      'nnc_encoder': 'pca-abc', 'label_correction': _CORRECTION}, weights=weights,
+                 per_round={3: {'noise_threshold': 4.5, 'noise_estimates': _NOISE_ESTIMATES,
+                                'noise_estimate_correlation': 0.97}},
+                 params={'k': 10, 'nu': 75.0})
+  cli.main(['report', str(run)])
+  assert 'wrote ' in capsys.readouterr().out
+  text = (run / 'report.md').read_text()
+  assert f"Final test accuracy {100 * saved['final_accuracy']:.2f}%" in text
+  assert f"last 10 evaluated rounds {100 * saved['last10_accuracy']:.2f}%" in text
+  # The noise estimates against the truth: the Pearson r, and the run's own value.
+  r = np.corrcoef([_RATES[c] for c in _RATES], [_NOISE_ESTIMATES[c] for c in _RATES])[0, 1]
+  assert '### fedln: noise estimate' in text and 'Noise estimate: round 3.' in text
+  assert f'| seed 0 | 4 | {r:.3f} | 0.970 |' in text
+  # Weights of (1 - estimate) x size are not example counts: reported against the truth.
+  assert '### fedln: relative aggregation weight' in text
+  assert '| label correction' not in text
+  assert '| fedln | seed 0 | 360 | 0.250 | 0.800 | 0.300 | 0.120 | 0.600 | n/a |' in text
+  assert 'k=10, nu=75.0' in text and '| fedln | `noise_threshold` | nnc_encoder pca-abc |' in text
+  # Sizes from the label correction's counts; the truth summary.
+  assert '| 0 | `d0` | 4 | 3 of 4 | 0.275 | 0.000 / 0.250 / 0.600 | 60 / 90 / 120 ' in text
+  for absent in ('## Prestopping', '## LSC', '## Noisy-client detection', '## Runs',
+                 'lock file'):
+    assert absent not in text
+  figures = _figures(text)
+  assert figures == ['report-accuracy.png', 'report-fedln-noise_estimates.png',
+                     'report-fedln-weights.png', 'report-fedln-label-correction.png']
+  for name in figures:
+    _assert_png(run / name)
+
+
+def test_report_of_a_compare(tmp_path):
+  out = tmp_path / 'cmp'
+  reliabilities = {'client_000': 0.95, 'client_001': 0.9, 'client_002': 0.6,
+                   'client_003': 0.5}
+  shares = {c: v / sum(reliabilities.values()) for c, v in reliabilities.items()}
+  runs = {
+      'fedavg': _write(out / 'fedavg', 'fedavg', _accuracies(0, 0.0)),
+      'fedds': _write(out / 'fedds', 'fedds', _accuracies(0, 0.05), per_round={
+          r: {'reliabilities': reliabilities, 'fedds_weights': shares,
+              'reliability_correlation': 0.9} for r in range(2, 13)},
+                      extra={'fedds_public_size': 145}),
+  }
+  with open(out / 'comparison.csv', 'w', newline='') as f:
+    csv.writer(f).writerows([['method', 'final_accuracy', 'last10_accuracy']] + [
+        [m, r['final_accuracy'], r['last10_accuracy']] for m, r in runs.items()])
+  path, figures = report.write_report(str(out))
+  text = open(path).read()
+  assert 'A `tff-noisy compare` of 2 methods (fedavg, fedds) on the same data.' in text
+  for method, saved in runs.items():
+    assert (f"| {method} | 0 | {100 * saved['final_accuracy']:.2f} | "
+            f"{100 * saved['last10_accuracy']:.2f} |") in text
+  rates = [_RATES[c] for c in _RATES]
+  r = np.corrcoef(rates, [reliabilities[c] for c in _RATES])[0, 1]
+  assert '### fedds: reliability' in text and 'mean over the 11 rounds' in text
+  assert f'| seed 0 | 4 | {r:.3f} | 0.900 |' in text
+  assert f'| seed 0 | 4 | {r:.3f} |\n' in text  # The weights are proportional to them.
+  # FedAvg's update weights are its clients' sizes; plain FedAvg has no estimates.
+  assert '60 / 90 / 120 (4 clients, 360 examples)' in text
+  assert '### fedavg' not in text
+  for absent in ('## Label correction', '## Prestopping', '## LSC'):
+    assert absent not in text
+  assert '[fedds](fedds/results.json)' in text
+  assert figures == _figures(text)
+  for name in figures:
+    _assert_png(out / name)
+
+
+def _write_grid(out):
+  """2 settings x 2 seeds x (fedavg, forward_correction or lsc); one run unfinished."""
+  settings = {'noise.rho=0.5': 'noise.rho-0.5', 'noise.rho=1.0': 'noise.rho-1.0'}
+  saved = {}
+  for s, (setting, name) in enumerate(settings.items()):
+    rho = float(setting.split('=')[1])
+    for seed in (0, 1):
+      base = out / name / f'seed{seed}'
+      saved[(name, seed, 'fedavg')] = _write(base / 'fedavg', 'fedavg',
+                                             _accuracies(seed, -0.1 * s), seed, rho,
+                                             data_hash=f'd{s}{seed}')
+      if (name, seed) == ('noise.rho-1.0', 1):
+        (base / 'forward_correction' / 'checkpoints' / 'round_00010').mkdir(parents=True)
+        continue
+      switch = 5 + seed
+      per_round = {r: {'prestop': {'corrected': int(r > switch), 'signal': 0.4 + 0.01 * r,
+                                   'signal_kind': 'global', 'best': 0.5, 'count': 0,
+                                   'switch_round': switch if r >= switch else None}}
+                   for r in range(1, 13)}
+      per_round[switch + 1]['transition_matrix_error'] = {
+          'anchor': {'per_client': {'client_000': {'l1': 0.4, 'cosine': 0.9}},
+                     'mean_l1': 0.4 + seed, 'mean_cosine': 0.9}}
+      saved[(name, seed, 'forward_correction')] = _write(
+          base / 'forward_correction', 'forward_correction',
+          _accuracies(seed, 0.05 - 0.1 * s), seed, rho, per_round=per_round,
+          extra={'lsc': {'neighbour_purity': 0.7, 'same_label_chance': 0.1, 'k': 4,
+                         'encoder': 'pca-1'}} if seed == 0 else None,
+          data_hash=f'd{s}{seed}')
+  with open(out / 'grid.csv', 'w', newline='') as f:
+    writer = csv.writer(f)
+    writer.writerow(['setting', 'method', 'seeds', 'final_mean', 'final_std', 'last10_mean',
+                     'last10_std'])
+    writer.writerows([s, m, 2, 0, 0, 0, 0] for s in settings
+                     for m in ('fedavg', 'forward_correction'))
+  return saved
+
+
+def test_report_of_a_grid_with_an_unfinished_run(tmp_path):
+  out = tmp_path / 'grid'
+  saved = _write_grid(out)
+  path, figures = report.write_report(str(out))
+  text = open(path).read()
+  assert 'A `tff-noisy grid`: 2 settings x 2 seeds (0, 1) x 2 methods' in text
+  assert '7 of 8 runs finished.' in text
+  assert ('| noise.rho-1.0 | forward_correction | 1 | unfinished (no results.json), '
+          'checkpointed through round 10 |') in text
+  # Mean +- std over the seeds, of the numbers in results.json; one seed: no std.
+  for name in ('noise.rho-0.5', 'noise.rho-1.0'):
+    for method in ('fedavg', 'forward_correction'):
+      runs = [saved[k] for k in sorted(saved) if k[0] == name and k[2] == method]
+      if len(runs) == 2:
+        cells = (_pct([r['final_accuracy'] for r in runs]),
+                 _pct([r['last10_accuracy'] for r in runs]))
+        seeds = '0, 1'
+      else:
+        cells = (f"{100 * runs[0]['final_accuracy']:.2f}",
+                 f"{100 * runs[0]['last10_accuracy']:.2f}")
+        seeds = '0'
+      assert f'| {name} | {method} | {seeds} | {cells[0]} | {cells[1]} |' in text
+  # Settings named by grid.csv; the config fields that differ.
+  assert 'Setting `noise.rho=0.5`: test accuracy per round' in text
+  assert '| noise.rho-1.0 | `noise.rho=1.0` |' in text
+  assert '`noise.rho`, `seed`' in text
+  # Prestopping: each run's switch round and its matrix error.
+  assert '| noise.rho-0.5 | forward_correction | seed 1 | 6 | anchor (round 7) | 1.400 |' in text
+  assert '| noise.rho-1.0 | forward_correction | seed 0 | 5 | anchor (round 6) | 0.400 |' in text
+  assert '## LSC neighbour purity' in text and '| 0.700 | 0.100 | 4 |' in text
+  for absent in ('## Per-client estimates', '## Label correction', '**Warning:**'):
+    assert absent not in text
+  assert figures == _figures(text)
+  assert set(figures) == {
+      'report-accuracy-noise.rho-0.5.png', 'report-accuracy-noise.rho-1.0.png',
+      'report-noise.rho-0.5-forward_correction-prestop.png',
+      'report-noise.rho-1.0-forward_correction-prestop.png'}
+  for name in figures:
+    _assert_png(out / name)
+
+
+def test_report_names_a_running_grids_missing_runs(tmp_path):
+  out = tmp_path / 'grid'
+  _write(out / 'default' / 'seed0' / 'fedavg', 'fedavg', _accuracies(0, 0.0))
+  (out / '.tff-noisy.lock').write_text(json.dumps({
+      'pid': os.getpid(), 'host': socket.gethostname(), 'started': 'now',
+      'command': 'tff-noisy grid c.yaml --methods fedavg,fedln --seeds 0,1 --out grid'}))
+  text = open(report.write_report(str(out))[0]).read()
+  assert '**Running** (lock file: PID' in text
+  assert '1 setting x 2 seeds (0, 1) x 2 methods (fedavg, fedln)' in text
+  assert '1 of 4 runs finished.' in text
+  assert text.count('| not started |') == 3
+  assert '| default | fedln | 1 | not started |' in text
+
+
+def test_an_unfinished_run_is_reported_as_such(tmp_path):
+  run = tmp_path / 'run'
+  (run / 'tb').mkdir(parents=True)
+  (run / 'checkpoints' / 'round_00020').mkdir(parents=True)
+  gone = subprocess.Popen(['true'])
+  gone.wait()
+  (run / '.tff-noisy.lock').write_text(json.dumps({
+      'pid': gone.pid, 'host': socket.gethostname(), 'started': 'then',
+      'command': 'tff-noisy run c.yaml --out run'}))
+  path, figures = report.write_report(str(run))
+  text = open(path).read()
+  assert '**This run is not finished** (no `results.json`).' in text
+  assert f'**Interrupted** (lock file: PID {gone.pid} on' in text
+  assert 'checkpointed through round 20' in text
+  assert figures == [] and '## Test accuracy' not in text
+
+
+@pytest.mark.parametrize('make', [
+    lambda d: None,
+    lambda d: (d / 'notes.txt').write_text('x'),
+    lambda d: (d / 'a' / 'b').mkdir(parents=True),
+])
+def test_an_unknown_layout_is_one_error_naming_the_layouts(tmp_path, capsys, make):
+  make(tmp_path)
+  with pytest.raises(SystemExit) as exit_info:
+    cli.main(['report', str(tmp_path)])
+  assert exit_info.value.code == 2
+  err = capsys.readouterr().err
+  assert err.count('\n') == 1 and 'Traceback' not in err
+  assert err.startswith(f'tff-noisy: error: {tmp_path} is not a tff-noisy output '
+                        'directory: expected a run (results.json), a compare directory '
+                        '(METHOD/results.json and comparison.csv) or a grid directory '
+                        '(SETTING/seedN/METHOD/results.json and grid.csv)')
+  assert not (tmp_path / 'report.md').exists()
+
+
+def test_runs_that_are_not_a_compare_are_not_read_as_one(tmp_path):
+  """A folder of unrelated runs (directory names are not their methods)."""
+  _write(tmp_path / 'first_try', 'fedavg', _accuracies(0, 0.0))
+  with pytest.raises(report.ReportError, match='is not a tff-noisy output directory'):
+    report.write_report(str(tmp_path))
+
+
+def test_the_command_loads_no_tensorflow(tmp_path):
+  _write(tmp_path / 'run', 'fedavg', _accuracies(0, 0.0))
+  child = ('import sys; from experiments import run; run.main(sys.argv[1:]); '
+           "print('tensorflow' in sys.modules)")
+  done = subprocess.run([sys.executable, '-c', child, 'report', str(tmp_path / 'run')],
+                        capture_output=True, text=True, timeout=120, cwd=_ROOT, check=True)
+  assert done.stdout.splitlines()[-1] == 'False'
+  assert done.stdout.startswith(f"wrote {tmp_path / 'run' / 'report.md'} and 1 figure")
+
+
+def test_detection_flags_and_their_truth(tmp_path):
+  run = tmp_path / 'maskedoptim'
+  truth = {'flagged': 2, 'truly_noisy': 3, 'precision': 1.0, 'recall': 2 / 3}
+  records = {r: {'noisy_clients': ['client_002', 'client_003'], 'detection_truth': truth,
+                 'label_estimate_accuracy': {'accuracy': 0.5, 'observed_accuracy': 0.4}}
+             for r in range(6, 13)}
+  _write(run, 'maskedoptim', _accuracies(0, 0.0), per_round=records)
+  text = open(report.write_report(str(run))[0]).read()
+  r = np.corrcoef([_RATES[c] for c in _RATES], [0, 0, 1, 1])[0, 1]
+  assert '### maskedoptim: flagged as noisy (1) or not (0)' in text
+  assert f'| seed 0 | 4 | {r:.3f} |' in text
+  assert ('| maskedoptim | seed 0 | noisy-client detection vs the truth (round 12) | '
+          'flagged 2, truly_noisy 3, precision 1.000, recall 0.667 |') in text
+  assert 'accuracy 0.500, observed_accuracy 0.400' in text
+  assert '## Label correction' not in text
+  _assert_png(run / 'report-maskedoptim-noisy_clients.png')
