@@ -27,10 +27,12 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from tff_noisy.errors import UserError
+from tff_noisy.simulation import results as results_lib
+from tff_noisy.simulation import run_dir
 
 REPORT_FILE = 'report.md'
-_RESULTS = 'results.json'  # tff_noisy.simulation.results.RESULTS_FILE
-_LOCK = '.tff-noisy.lock'  # tff_noisy.simulation.run_dir.LOCK_FILE
+_RESULTS = results_lib.RESULTS_FILE
+_LOCK = run_dir.LOCK_FILE
 _RUN_OUTPUTS = (_RESULTS, 'metrics.csv', 'final_weights.npz', 'checkpoints', 'tb', _LOCK)
 _SEED_DIR = re.compile(r'seed(\d+)$')
 _CHECKPOINT_DIR = re.compile(r'round_(\d+)$')
@@ -265,20 +267,6 @@ def curve(results: dict) -> List[Tuple[int, float]]:
   """(round, test accuracy) of the evaluated rounds."""
   return [(r['round'], r['test_accuracy']) for r in results.get('rounds', [])
           if r.get('test_accuracy') is not None]
-
-
-def final_accuracy(results: dict) -> Optional[float]:
-  if results.get('final_accuracy') is not None:
-    return results['final_accuracy']
-  points = curve(results)
-  return points[-1][1] if points else None
-
-
-def last10_accuracy(results: dict) -> Optional[float]:
-  if results.get('last10_accuracy') is not None:
-    return results['last10_accuracy']
-  points = curve(results)[-10:]
-  return float(np.mean([p[1] for p in points])) if points else None
 
 
 def mean_std(values) -> Optional[Tuple[float, float, int]]:
@@ -713,7 +701,7 @@ def _accuracy_section(w: _Writer, layout: Layout, groups) -> None:
   several = any(len(runs) > 1 for methods in groups.values() for runs in methods.values())
   if layout.kind == 'run':
     run = next(iter(next(iter(groups.values())).values()))[0]
-    final, last10 = final_accuracy(run.results), last10_accuracy(run.results)
+    final, last10 = run.results.get('final_accuracy'), run.results.get('last10_accuracy')
     rounds = _count(len(run.results.get('rounds', [])), 'round')
     if final is None:
       w.add(f'No evaluated round ({rounds}).', '')
@@ -729,8 +717,8 @@ def _accuracy_section(w: _Writer, layout: Layout, groups) -> None:
       for method, runs in methods.items():
         rows.append(([setting] if layout.kind == 'grid' else []) + [
             method, ', '.join(str(r.seed) for r in runs),
-            _pct(mean_std(final_accuracy(r.results) for r in runs)),
-            _pct(mean_std(last10_accuracy(r.results) for r in runs))])
+            _pct(mean_std(r.results.get('final_accuracy') for r in runs)),
+            _pct(mean_std(r.results.get('last10_accuracy') for r in runs))])
     w.table((['setting'] if layout.kind == 'grid' else []) +
             ['method', 'seeds', 'final', 'last 10'], rows)
   for setting, methods in groups.items():
