@@ -26,6 +26,7 @@ import warnings
 
 from tff_noisy import catalog
 from tff_noisy import config as config_lib
+from tff_noisy import device as device_lib
 from tff_noisy import errors
 from tff_noisy import methods
 from tff_noisy import validation
@@ -77,6 +78,7 @@ def _cmd_data_build(args) -> None:
 def _run(config, out_dir, args):
   """Runs one experiment into ``out_dir``, holding it (``run_dir.claim``) meanwhile."""
   with run_dir.claim(out_dir, resume=args.resume, overwrite=args.overwrite):
+    device_lib.hide_gpus_before_tensorflow(config.device)  # device: cpu, if TF not loaded.
     from tff_noisy.simulation import driver  # pylint: disable=g-import-not-at-top
     return driver.run_experiment(config, out_dir, resume=args.resume)
 

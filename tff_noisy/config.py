@@ -15,6 +15,7 @@ import typing
 from typing import Any, Optional
 
 from tff_noisy import yamlio
+from tff_noisy.device import DEVICES
 from tff_noisy.errors import ConfigError  # pylint: disable=unused-import (re-exported)
 
 
@@ -105,6 +106,7 @@ class ExperimentConfig:
   model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
   method: MethodConfig = dataclasses.field(default_factory=MethodConfig)
   fl: FLConfig = dataclasses.field(default_factory=FLConfig)
+  device: str = 'auto'  # auto | cpu | gpu: where TensorFlow runs (tff_noisy/device.py).
 
   def to_dict(self) -> dict:
     return dataclasses.asdict(self)
@@ -265,6 +267,8 @@ def validate(config: ExperimentConfig) -> None:
   """Checks values that need no data; the data layer checks the rest before building."""
   _require(0 <= config.seed < 2**32, 'seed',
            f'must be an integer in [0, 2**32 - 1], got {config.seed}')
+  _require(config.device in DEVICES, 'device',
+           f"must be one of {', '.join(DEVICES)}; got {config.device!r}")
   if config.model.width is not None:
     _require(config.model.width >= 1, 'model.width', f'must be >= 1, got {config.model.width}')
   fl = config.fl

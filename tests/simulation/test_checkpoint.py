@@ -88,6 +88,13 @@ def test_other_model_shapes_are_refused_before_tff_sees_them(tmp_path):
         optimizer=collections.OrderedDict(step=np.int64(0))), _identity(), 10)
 
 
+def test_device_is_not_part_of_the_identity(tmp_path):
+  _save(tmp_path, 2, _identity(device='cpu'))  # E.g. checkpointed on a CPU machine.
+  assert 'device' not in _identity()
+  assert _identity(device='gpu') == _identity(device='cpu') == _identity()
+  assert _load(tmp_path, _identity(device='auto')).round_num == 2
+
+
 def test_run_length_may_grow_but_not_shrink(tmp_path):
   _save(tmp_path, 6)
   longer = _identity(**{'fl.rounds': 20, 'fl.eval_every': 5, 'fl.checkpoint_every': 2})

@@ -26,8 +26,8 @@ def _config(**overrides):
              'eval_every': 1, 'checkpoint_every': 2},
   }
   for key, value in overrides.items():
-    section, name = key.split('.')
-    values[section][name] = value
+    section, _, name = key.rpartition('.')
+    (values[section] if section else values)[name] = value
   return config_lib.from_dict(values)
 
 
@@ -156,6 +156,8 @@ def test_empty_client_is_skipped_and_counted(tmp_path, tmp_cache, monkeypatch):
     ({'model': {'width': 'wide'}}, 'model.width: expected an integer'),
     ({'method': {'name': 'fedprox', 'params': {'mu': -1}}}, 'method.params.mu'),
     ({'method': {'name': 'fedprox', 'params': {'nu': 1}}}, "did you mean 'mu'"),
+    ({'device': 'tpu'}, "device: must be one of auto, cpu, gpu; got 'tpu'"),
+    ({'device': 0}, 'device: expected a string'),
 ])
 def test_bad_config_is_a_clear_error(overrides, match):
   with pytest.raises(config_lib.ConfigError, match=match):
@@ -169,3 +171,30 @@ def test_model_that_does_not_fit_the_data_fails_before_training(tmp_path, tmp_ca
     driver.run_experiment(_config(**{'model.name': 'small_cnn', 'model.width': 64}),
                           str(tmp_path / 'x'))
   assert not (tmp_path / 'x').exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('requested', ['cpu', 'auto'])
+def test_results_record_the_device_used(tmp_path, tmp_cache, requested):
+  if tf.config.list_physical_devices('GPU'):
+    pytest.skip('a GPU is visible: auto would use it')
+  out = tmp_path / requested
+  results = driver.run_experiment(_config(**{'fl.rounds': 1, 'device': requested}), str(out))
+  expected = {'requested': requested, 'used': 'cpu', 'gpus': [], 'tff_worker': 'cpu'}
+  assert results.device == expected
+  assert json.loads((out / 'results.json').read_text())['device'] == expected
+
+
+def test_gpu_without_one_fails_before_any_data_work(tmp_path, tmp_cache, monkeypatch):
+  if tf.config.list_physical_devices('GPU'):
+    pytest.skip('a GPU is visible')
+
+  def no_data_work(config):
+    raise AssertionError('data built before the device was checked')
+
+  monkeypatch.setattr(federated_data, 'build_federated_data', no_data_work)
+  with pytest.raises(config_lib.ConfigError) as error:
+    driver.run_experiment(_config(device='gpu'), str(tmp_path / 'x'))
+  message = str(error.value)
+  assert message.startswith('device: gpu, but TensorFlow sees no GPU') and '\n' not in message
+  assert not (tmp_path / 'x').exists() and not tmp_cache.exists()

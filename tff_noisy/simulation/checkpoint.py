@@ -33,10 +33,11 @@ _CLIENTS = 'client_state.npz'
 _META = 'meta.json'
 _NAME = re.compile(r'round_(\d+)')
 _KEEP = 2
-# Fields a resumed run may change: its length and reporting, and where its data is read
-# and cached (the data itself is fixed by data_hash).
+# Fields a resumed run may change: its length and reporting, where its data is read and
+# cached (the data itself is fixed by data_hash), and the device it runs on (a CPU run may
+# continue on a GPU machine and back).
 _MAY_CHANGE = ('fl.rounds', 'fl.eval_every', 'fl.checkpoint_every', 'data.data_dir',
-               'data.cache_dir')
+               'data.cache_dir', 'device')
 _SHOWN_DIFFERENCES = 5
 _START_FRESH = 'start fresh with --overwrite or a new --out'
 

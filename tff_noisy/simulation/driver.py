@@ -20,6 +20,7 @@ import tensorflow as tf
 import tqdm
 
 import models
+from tff_noisy import device as device_lib
 from tff_noisy import validation
 from tff_noisy.config import ConfigError, ExperimentConfig
 from tff_noisy.data import federated as federated_data
@@ -204,6 +205,7 @@ def run_experiment(config: ExperimentConfig, out_dir: str, *, resume: bool = Fal
   terminal and otherwise a line every ~10% of the rounds (``progress.is_logged``).
   """
   choices = validation.validate_experiment(config)
+  device = device_lib.select(config.device)  # Before any TensorFlow op runs.
   spec = sources.DATASETS[config.data.dataset]
   make_model_fn(config, spec.input_shape, spec.num_classes)  # Fits, before any data work.
   data = federated_data.build_federated_data(config)
@@ -306,6 +308,6 @@ def run_experiment(config: ExperimentConfig, out_dir: str, *, resume: bool = Fal
       config=config.to_dict(), data_hash=config.data_hash(), method=config.method.name,
       params=dataclasses.asdict(choices.method_params), rounds=history,
       client_noise_rates={cid: float(r) for cid, r in zip(ids, data.noise_rates)},
-      extra=extra)
+      extra=extra, device=device)
   results_lib.write(out_dir, results)
   return results

@@ -16,6 +16,9 @@
   last10_accuracy  mean test accuracy of the last 10 evaluated rounds
   client_noise_rates  true per-client noise rate (simulation truth, evaluation only)
   extra            method diagnostics (e.g. noise estimates and their correlation)
+  device           where TensorFlow ran (tff_noisy/device.py): requested (the config's
+                   auto | cpu | gpu), used (cpu | gpu), gpus (names of the GPUs used),
+                   tff_worker (where TFF's worker ran client training: cpu in TFF 0.87)
 Undefined values (NaN, e.g. a correlation of constant estimates) are written as null, so
 the file is strict JSON.
 """
@@ -45,6 +48,7 @@ class Results:
   rounds: List[Dict[str, Any]]
   client_noise_rates: Dict[str, float]
   extra: Dict[str, Any] = dataclasses.field(default_factory=dict)
+  device: Dict[str, Any] = dataclasses.field(default_factory=dict)
 
   @property
   def evaluated(self) -> List[Dict[str, Any]]:
