@@ -8,6 +8,7 @@
   tff-noisy data build CONFIG.yaml [--set ...]
   tff-noisy export RUN_DIR --quantize none|float16|dynamic|int8 [--out F] [--verify]
   tff-noisy embed pretrain|evaluate --dataset NAME ...
+  tff-noisy evaluate RUN_DIR
   tff-noisy list [methods|aggregators|models|datasets|noise|partitions]
   tff-noisy report DIR   (a run, compare or grid directory: writes DIR/report.md + PNGs)
 
@@ -209,6 +210,23 @@ def _cmd_list(args) -> None:
   print(catalog.render(args.section))
 
 
+def _cmd_evaluate(args) -> None:
+  """The final model of a finished run on the test split; writes RUN_DIR/evaluation.json."""
+  import json  # pylint: disable=g-import-not-at-top
+  from tff_noisy.simulation import driver  # pylint: disable=g-import-not-at-top
+  run = driver.load_finished_run(args.run_dir)
+  scores = driver.evaluate(run.model, run.data.x_test, run.data.y_test)
+  path = os.path.join(args.run_dir, 'evaluation.json')
+  with open(path, 'w') as f:
+    json.dump({'data_hash': run.results['data_hash'], 'method': run.results['method'],
+               'class_names': list(run.data.class_names), **scores}, f, indent=1)
+  print(f"{run.results['method']}: test accuracy {scores['test_accuracy']:.4f}, "
+        f"macro-F1 {scores['test_macro_f1']:.4f}")
+  for name, accuracy in zip(run.data.class_names, scores['test_class_accuracy']):
+    print(f'  {name:<24}' + ('no test examples' if accuracy is None else f'{accuracy:.4f}'))
+  print(f'wrote {path}')
+
+
 def _cmd_report(args) -> None:
   from tff_noisy import report  # pylint: disable=g-import-not-at-top
   path, figures = report.write_report(args.dir)
@@ -272,6 +290,11 @@ def _parser() -> argparse.ArgumentParser:
   listing.add_argument('section', nargs='?', metavar='SECTION',
                        help=f"one of {', '.join(catalog.SECTIONS)} (default: all)")
   listing.set_defaults(func=_cmd_list)
+
+  evaluating = sub.add_parser('evaluate', help="a finished run's final model on the test "
+                              'split: accuracy, macro-F1, per class')
+  evaluating.add_argument('run_dir', metavar='RUN_DIR', help='--out directory of a finished run')
+  evaluating.set_defaults(func=_cmd_evaluate)
 
   reporting = sub.add_parser('report', help='report.md with figures of a run, compare or '
                              'grid directory')

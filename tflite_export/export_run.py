@@ -12,14 +12,10 @@ TensorFlow is imported only when a model is exported, so the CLI stays quick.
 
 import os
 from typing import Optional
-import zipfile
 
 import numpy as np
 
-from tff_noisy import config as config_lib
-from tff_noisy.data import federated
-from tff_noisy.errors import PROG, UserError
-from tff_noisy.simulation import results as results_lib
+from tff_noisy.errors import PROG
 from tflite_export import options
 
 
@@ -64,23 +60,13 @@ def export_run(run_dir: str, quantize: str = 'none',
       TensorFlow is imported).
   """
   options.check_options(quantize, representative_size, integer_io)
-  results = results_lib.load(run_dir)
-  try:
-    weights = results_lib.load_final_weights(run_dir)
-  except (ValueError, EOFError, zipfile.BadZipFile) as e:
-    raise UserError(f'{os.path.join(run_dir, results_lib.WEIGHTS_FILE)} cannot be read '
-                    f'({e}); write it again with `tff-noisy run CONFIG --out {run_dir} '
-                    '--resume`') from None
   # pylint: disable=g-import-not-at-top
   from tff_noisy.simulation import driver
   from tflite_export import convert
   from tflite_export import sidecar
   from tflite_export import verify as verify_lib
   # pylint: enable=g-import-not-at-top
-  config = config_lib.from_dict(results['config'])
-  data = federated.build_federated_data(config)
-  model = driver.make_model_fn(config, data.input_shape, data.num_classes)()
-  model.set_weights(weights)
+  results, _, data, model = driver.load_finished_run(run_dir)
   train_x = (np.concatenate([data.x[c] for c in data.client_ids])
              if quantize == 'int8' else None)
   tflite_bytes = convert.convert_keras(model, quantize, train_x,

@@ -155,3 +155,15 @@ def test_audio_model_trained_on_keywords_converts_to_builtins():
   assert np.mean(top1 == np.argmax(keras_logits, -1)) >= 0.75
   with pytest.raises(ValueError, match='front end stays float'):
     convert.convert_keras(model, 'int8', clips['x_train'], integer_io=True)
+
+
+def test_evaluate_command_scores_the_final_model_per_class(run_dir, capsys):
+  cli.main(['evaluate', str(run_dir)])
+  saved = json.loads((run_dir / 'evaluation.json').read_text())
+  run = driver.load_finished_run(str(run_dir))
+  predicted = np.argmax(run.model.predict(run.data.x_test, verbose=0), axis=1)
+  assert saved['test_accuracy'] == np.mean(predicted == run.data.y_test)
+  for c, accuracy in enumerate(saved['test_class_accuracy']):
+    assert accuracy == np.mean(predicted[run.data.y_test == c] == c)
+  assert saved['test_accuracy'] > 0.5  # Five epochs learn digits well above chance.
+  assert f"test accuracy {saved['test_accuracy']:.4f}" in capsys.readouterr().out

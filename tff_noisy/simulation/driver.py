@@ -12,7 +12,8 @@ import dataclasses
 import os
 import sys
 import time
-from typing import Callable, Optional
+from typing import Callable, NamedTuple, Optional
+import zipfile
 
 import numpy as np
 from sklearn import metrics as sk_metrics
@@ -20,12 +21,13 @@ import tensorflow as tf
 import tqdm
 
 import models
+from tff_noisy import config as config_lib
 from tff_noisy import device as device_lib
 from tff_noisy import validation
 from tff_noisy.config import ConfigError, ExperimentConfig
 from tff_noisy.data import federated as federated_data
 from tff_noisy.data import sources
-from tff_noisy.errors import warn
+from tff_noisy.errors import UserError, warn
 from tff_noisy.federated import aggregators
 from tff_noisy.federated import algorithms
 from tff_noisy.federated import client_work
@@ -195,6 +197,35 @@ def build_method(config: ExperimentConfig, data,
       seed=config.seed, rounds=config.fl.rounds, num_classes=data.num_classes,
       batch_size=config.fl.batch_size)
   return method_cls.build(choices.method_params, setup)
+
+
+class FinishedRun(NamedTuple):
+  results: dict  # results.json
+  config: ExperimentConfig
+  data: federated_data.FederatedData
+  model: tf.keras.Model  # With the run's final weights.
+
+
+def load_finished_run(run_dir: str) -> FinishedRun:
+  """A finished run's results, config, federated data (rebuilt or read from the cache)
+  and final model.
+
+  Raises:
+    FileNotFoundError: ``run_dir`` has no results.json or final_weights.npz.
+    UserError: final_weights.npz cannot be read.
+  """
+  results = results_lib.load(run_dir)
+  try:
+    weights = results_lib.load_final_weights(run_dir)
+  except (ValueError, EOFError, zipfile.BadZipFile) as e:
+    raise UserError(f'{os.path.join(run_dir, results_lib.WEIGHTS_FILE)} cannot be read '
+                    f'({e}); write it again with `tff-noisy run CONFIG --out {run_dir} '
+                    '--resume`') from None
+  config = config_lib.from_dict(results['config'])
+  data = federated_data.build_federated_data(config)
+  model = make_model_fn(config, data.input_shape, data.num_classes)()
+  model.set_weights(weights)
+  return FinishedRun(results, config, data, model)
 
 
 def run_experiment(config: ExperimentConfig, out_dir: str, *, resume: bool = False,
