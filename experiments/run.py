@@ -74,6 +74,7 @@ def _cmd_data_build(args) -> None:
   print(f'federated data {config.data_hash()} ({config.data.dataset}, '
         f'{config.partition.name}, noise {config.noise.name})')
   print(federated.format_client_table(data))
+  print(federated.format_transition_matrix(data))
 
 
 def _run(config, out_dir, args):

@@ -215,6 +215,13 @@ def test_client_table(fake, tmp_cache):
     assert line.split()[:3] == [cid, str(len(fd.y[cid])), '10']
   assert lines[5].split()[:3] == ['total', '855', '10']
   assert 'noisy clients: 1/3' in table
+  matrix = federated.format_transition_matrix(fd).splitlines()
+  rows = np.array([[float(v) for v in line.split()[2:]] for line in matrix[2:]])
+  assert rows.shape == (10, 10) and np.allclose(rows.sum(axis=1), 1.0, atol=0.03)
+  y_true = np.concatenate(list(fd.y_true.values()))
+  y_obs = np.concatenate(list(fd.y.values()))
+  kept = np.mean(y_obs[y_true == 0] == 0)
+  assert rows[0, 0] == round(kept, 2)  # Pooled over the clients, clean and noisy.
 
 
 def test_real_digits(tmp_cache):

@@ -355,3 +355,21 @@ def format_client_table(fd: FederatedData) -> str:
   lines.append(f'noisy clients: {int((fd.noise_rates > 0).sum())}/{len(sizes)}; sizes '
                f'{sizes.min()}..{sizes.max()} (mean {sizes.mean():.1f})')
   return '\n'.join(lines)
+
+
+def format_transition_matrix(fd: FederatedData) -> str:
+  """The realised transition matrix pooled over every client's training labels:
+  T[true c, observed k] = share of class c's examples labelled k (rows sum to 1)."""
+  y_true = np.concatenate([fd.y_true[c] for c in fd.client_ids])
+  y_obs = np.concatenate([fd.y[c] for c in fd.client_ids])
+  matrix = noise_lib.transition_matrix(y_true, y_obs, fd.num_classes)
+  names = [str(n)[:10] for n in fd.class_names]
+  corner = 'true / observed'
+  width = max(len(n) + 2 for n in names + [corner])
+  lines = ['realised label transitions over all clients (row: true class, column: observed '
+           'label, rows sum to 1)',
+           f'{corner:<{width}}' + ''.join(f'{i:>6}' for i in range(len(names)))]
+  for i, (name, row) in enumerate(zip(names, matrix)):
+    lines.append(f'{f"{i} {name}":<{width}}' + ''.join(f'{v:>6.2f}' for v in row))
+  return '\n'.join(lines)
+
