@@ -110,7 +110,8 @@ def demo_rounds(rounds: int) -> dict:
                              'demo.yaml')
   measured = {}
   for name in aggregators.AGGREGATOR_PARAMS:
-    config = config_lib.load(config_path, [f'fl.rounds={rounds}', f'fl.aggregator={name}'])
+    config = config_lib.load(config_path, [f'fl.rounds={rounds}', f'fl.aggregator={name}',
+                                           'method.name=fedavg', 'method.params={}'])
     with tempfile.TemporaryDirectory() as out:
       results = driver.run_experiment(config, out, progress=False)
     seconds = [r['seconds'] for r in results.rounds[1:]]

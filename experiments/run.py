@@ -30,6 +30,7 @@ from tff_noisy import config as config_lib
 from tff_noisy import device as device_lib
 from tff_noisy import errors
 from tff_noisy import methods
+from tff_noisy import report
 from tff_noisy import validation
 from tff_noisy.data import sources
 from tff_noisy.embeddings.cli import add_embed_command
@@ -107,6 +108,26 @@ def method_config(config: config_lib.ExperimentConfig, method: str):
   return resolved
 
 
+def method_configs(config: config_lib.ExperimentConfig, names: list) -> dict:
+  """One validated config per method in ``names`` (``method_config``), before any run.
+
+  The config's method.params may name the parameters of its own method and of any
+  compared method (e.g. FedLN's R_c beside MaskedOptim's T_w); each method keeps the ones
+  it takes. A parameter that none of them takes is an error, as it is for a single run.
+  """
+  configs = {name: method_config(config, name) for name in names}
+  own = [config.method.name] if config.method.name in methods.METHODS else []
+  taken = {key for name in names + own for key in methods.param_names(name)}
+  for key in config.method.params:
+    if key not in taken:
+      owners = methods.param_owners(key)
+      belongs = f" (it belongs to {', '.join(owners)})" if owners else ''
+      raise config_lib.ConfigError(
+          f"method.params.{key}: neither the config's method ({config.method.name}) nor "
+          f"a compared one ({', '.join(names)}) takes it{belongs}")
+  return configs
+
+
 def _method_names(methods: str) -> list:
   names = [m.strip() for m in methods.split(',') if m.strip()]
   if not names:
@@ -115,15 +136,16 @@ def _method_names(methods: str) -> list:
 
 
 def _cmd_compare(args) -> None:
-  config = _load(args)
+  config = config_lib.load(args.config, args.set)
   names = _method_names(args.methods)
-  configs = {name: method_config(config, name) for name in names}  # Validate all first.
-  rows, curves = [], {}
+  configs = method_configs(config, names)  # Validate all first.
+  rows, curves, estimated = [], {}, {}
   with run_dir.claim(args.out, resume=args.resume, overwrite=args.overwrite):
     for name, method_cfg in configs.items():
       results = _run(method_cfg, os.path.join(args.out, name), args)
       rows.append((name, results.final_accuracy, results.last10_accuracy))
       curves[name] = [(r['round'], r['test_accuracy']) for r in results.evaluated]
+      estimated[name] = report.estimated_summary(results.to_dict())
     with open(os.path.join(args.out, 'comparison.csv'), 'w', newline='') as f:
       writer = csv.writer(f)
       writer.writerow(['method', 'final_accuracy', 'last10_accuracy'])
@@ -132,6 +154,11 @@ def _cmd_compare(args) -> None:
   print(f'\n{"method":<16}{"final":>10}{"last-10":>10}')
   for name, final, last10 in rows:
     print(f'{name:<16}{final:>10.4f}{last10:>10.4f}')
+  if any(estimated.values()):
+    print('\nwhat each method estimated, against the true noise of the simulation:')
+    for name, lines in estimated.items():
+      for i, line in enumerate(lines):
+        print(f'  {name if i == 0 else "":<16}{line}')
   print(f'\ndata {config.data_hash()}, seed {config.seed}; '
         f'saved {os.path.join(args.out, "comparison.csv")} and comparison.png')
 
@@ -154,7 +181,8 @@ def _cmd_grid(args) -> None:
     overrides = [kv for kv in setting.split(',') if kv]
     for seed in seeds:
       base = config_lib.load(args.config, args.set + overrides + [f'seed={seed}'])
-      runs += [(setting, name, seed, method_config(base, name)) for name in names]
+      runs += [(setting, name, seed, config)
+               for name, config in method_configs(base, names).items()]
   scores = {}
   with run_dir.claim(args.out, resume=args.resume, overwrite=args.overwrite):
     for setting, name, seed, config in runs:
@@ -229,7 +257,6 @@ def _cmd_evaluate(args) -> None:
 
 
 def _cmd_report(args) -> None:
-  from tff_noisy import report  # pylint: disable=g-import-not-at-top
   path, figures = report.write_report(args.dir)
   print(f'wrote {path} and {len(figures)} figure(s)')
 

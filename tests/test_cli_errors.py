@@ -73,6 +73,28 @@ def test_grid_seeds_that_are_not_integers(capsys, tmp_path):
       "--seeds: expected comma-separated integers, e.g. 0,1,2; got '0,x'")
 
 
+@pytest.mark.parametrize('command', ['compare', 'grid'])
+def test_compared_methods_share_one_params_section(capsys, tmp_path, command):
+  """Each compared method keeps the parameters it takes; one no method takes is an error."""
+  sets = ['--set', 'fl.rounds=12', '--set', 'method.params.activation_round=4',
+          '--set', 'method.params.warmup_rounds=6']
+  config = config_lib.load(_DEMO, sets[1::2])
+  assert config.method.name == 'fedln_nafedavg'
+  configs = cli.method_configs(config, ['fedavg', 'fedln', 'maskedoptim'])
+  assert configs['fedavg'].method.params == {}
+  assert configs['fedln'].method.params == {'activation_round': 4}
+  assert configs['maskedoptim'].method.params == {'warmup_rounds': 6}
+  # The config's own method takes R_c: comparing FedAvg with FedProx on it is fine.
+  assert set(cli.method_configs(config_lib.load(_DEMO), ['fedavg', 'fedprox'])) == {
+      'fedavg', 'fedprox'}
+  message = _fails(capsys, [command, _DEMO, '--methods', 'fedavg,fedprox', *sets,
+                            '--out', str(tmp_path)])
+  assert message == ("method.params.warmup_rounds: neither the config's method "
+                     '(fedln_nafedavg) nor a compared one (fedavg, fedprox) takes it (it '
+                     'belongs to maskedoptim)')
+  assert not os.listdir(tmp_path)  # Refused before any run started.
+
+
 def test_out_that_is_a_file_or_holds_another_run(capsys, tmp_path):
   (tmp_path / 'f').write_text('x')
   assert _fails(capsys, ['run', _DEMO, '--out', str(tmp_path / 'f')]) == (

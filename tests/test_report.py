@@ -326,3 +326,36 @@ def test_detection_flags_and_their_truth(tmp_path):
   assert 'accuracy 0.500, observed_accuracy 0.400' in text
   assert '## Label correction' not in text
   _assert_png(run / 'report-maskedoptim-noisy_clients.png')
+
+
+def test_estimated_summary_scores_each_estimate_against_the_truth(tmp_path):
+  """The lines `compare` prints under its table: one per thing a method estimated."""
+  weights = {c: _SIZES[c] * (1 - _NOISE_ESTIMATES[c]) for c in _RATES}
+  fedln = _write(tmp_path / 'fedln', 'fedln', _accuracies(0, 0.0),
+                 extra={'label_correction': _CORRECTION}, weights=weights,
+                 per_round={3: {'noise_estimates': _NOISE_ESTIMATES}})
+  truth = [_RATES[c] for c in _RATES]
+  r_estimates = np.corrcoef(truth, [_NOISE_ESTIMATES[c] for c in _RATES])[0, 1]
+  relative = [weights[c] / np.mean(list(weights.values())) for c in _RATES]
+  assert report.estimated_summary(fedln) == [
+      f'noise estimate vs true noise rate: r = {r_estimates:+.2f} over 4 clients',
+      f'relative aggregation weight vs true noise rate: r = '
+      f'{np.corrcoef(truth, relative)[0, 1]:+.2f} over 4 clients',
+      'label correction: wrong labels 30.0% -> 12.0%']
+  errors = {'confident_joint': {'mean_l1': 5.2, 'mean_cosine': 0.875, 'per_client': {}}}
+  fedefc = _write(tmp_path / 'fedefc', 'fedefc', _accuracies(0, 0.0), per_round={
+      4: {'prestop': {'switch_round': None}}, 6: {'prestop': {'switch_round': 5}},
+      7: {'transition_matrix_error': errors}})
+  assert report.estimated_summary(fedefc) == [
+      'switched to correction after round 5',
+      'confident_joint transition matrices vs the true ones: mean cosine 0.875, mean L1 '
+      '5.200']
+  truth_record = {'flagged': 2, 'truly_noisy': 3, 'precision': 1.0, 'recall': 2 / 3}
+  masked = _write(tmp_path / 'mo', 'maskedoptim', _accuracies(0, 0.0), per_round={
+      12: {'noisy_clients': ['client_003'], 'detection_truth': truth_record,
+           'label_estimate_accuracy': {'accuracy': 0.5, 'observed_accuracy': 0.4}}})
+  assert report.estimated_summary(masked)[1:] == [
+      'noisy-client detection: 2 flagged, 3 truly noisy; precision 1.000, recall 0.667',
+      'labels on flagged clients: 40.0% right as observed, 50.0% as estimated']
+  assert report.estimated_summary(_write(tmp_path / 'avg', 'fedavg',
+                                         _accuracies(0, 0.0))) == []

@@ -304,7 +304,8 @@ def param_names(name: str) -> tuple:
   return tuple(f.name for f in dataclasses.fields(METHODS[name].params))
 
 
-def _owners(key: str) -> list:
+def param_owners(key: str) -> list:
+  """The methods that take a parameter named ``key``."""
   return [name for name in METHODS if key in param_names(name)]
 
 
@@ -321,7 +322,7 @@ def resolve_params(name: str, params: dict, rounds: int) -> Params:
   allowed = param_names(name)
   for key in params:
     if key not in allowed:
-      owners = _owners(key)
+      owners = param_owners(key)
       close = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.5)
       belongs = f" (it belongs to {', '.join(owners)})" if owners else ''
       hint = f"; did you mean '{close[0]}'?" if close else ''

@@ -388,6 +388,49 @@ def estimates(results: dict) -> List[Estimate]:
   return found
 
 
+def estimated_summary(results: dict) -> List[str]:
+  """What a run estimated, one line each, scored against the simulation's truth.
+
+  Per-client estimates as their Pearson r with the true noise rates, label correction as
+  the share of wrong labels before and after, FedEFC's switch round and matrix error,
+  MaskedOptim's detection and label estimates. Empty for a method that estimates nothing.
+  """
+  lines = []
+  rates = results.get('client_noise_rates') or {}
+  for estimate in estimates(results):
+    cids = [cid for cid in estimate.values if cid in rates]
+    r = pearson([rates[cid] for cid in cids], [estimate.values[cid] for cid in cids])
+    if r is not None:
+      lines.append(f'{estimate.label} vs true noise rate: r = {r:+.2f} over {len(cids)} '
+                   'clients')
+  overall = ((results.get('extra') or {}).get('label_correction') or {}).get('overall')
+  if overall and overall.get('noise_before') is not None:
+    lines.append(f'label correction: wrong labels {overall["noise_before"]:.1%} -> '
+                 f'{overall["noise_after"]:.1%}')
+  records = results.get('rounds', [])
+  prestop = [r['prestop'] for r in records if r.get('prestop')]
+  if prestop:
+    switch = prestop[-1].get('switch_round')
+    lines.append('no switch to correction' if switch is None else
+                 f'switched to correction after round {switch}')
+  errors = [r['transition_matrix_error'] for r in records if r.get('transition_matrix_error')]
+  for name, report in (errors[0] if errors else {}).items():
+    lines.append(f'{name} transition matrices vs the true ones: mean cosine '
+                 f'{_num(report.get("mean_cosine"))}, mean L1 {_num(report.get("mean_l1"))}')
+  detection = [r['detection_truth'] for r in records if r.get('detection_truth')]
+  if detection:
+    last = detection[-1]
+    lines.append(f'noisy-client detection: {last.get("flagged")} flagged, '
+                 f'{last.get("truly_noisy")} truly noisy; precision '
+                 f'{_num(last.get("precision"))}, recall {_num(last.get("recall"))}')
+  labels = [r['label_estimate_accuracy'] for r in records if r.get('label_estimate_accuracy')]
+  if labels and labels[-1].get('accuracy') is not None:
+    last = labels[-1]
+    lines.append(f'labels on flagged clients: {last["observed_accuracy"]:.1%} right as '
+                 f'observed, {last["accuracy"]:.1%} as estimated')
+  return lines
+
+
 # ---------------------------------------------------------------------------- figures
 
 
