@@ -1,10 +1,12 @@
 """The ``tff-noisy`` command line.
 
   tff-noisy run CONFIG.yaml --out DIR [--set key=value ...] [--resume | --overwrite]
+      [--workers host:port,...]
   tff-noisy compare CONFIG.yaml --methods fedavg,fedprox --out DIR [--set ...]
-      [--resume | --overwrite]
+      [--resume | --overwrite] [--workers host:port,...]
   tff-noisy grid CONFIG.yaml --methods a,b --setting "k=v,k=v" ... --seeds 0,1 --out DIR
-      [--resume | --overwrite]
+      [--resume | --overwrite] [--workers host:port,...]
+  tff-noisy worker --port P [--max-concurrent-calls N]   (a TFF worker for --workers)
   tff-noisy data build CONFIG.yaml [--set ...]
   tff-noisy export RUN_DIR --quantize none|float16|dynamic|int8 [--out F] [--verify]
   tff-noisy embed pretrain|evaluate --dataset NAME ...
@@ -32,6 +34,7 @@ from tff_noisy import errors
 from tff_noisy import methods
 from tff_noisy import report
 from tff_noisy import validation
+from tff_noisy import workers
 from tff_noisy.data import sources
 from tff_noisy.embeddings.cli import add_embed_command
 from tff_noisy.simulation import run_dir
@@ -83,7 +86,7 @@ def _run(config, out_dir, args):
   with run_dir.claim(out_dir, resume=args.resume, overwrite=args.overwrite):
     device_lib.hide_gpus_before_tensorflow(config.device)  # device: cpu, if TF not loaded.
     from tff_noisy.simulation import driver  # pylint: disable=g-import-not-at-top
-    return driver.run_experiment(config, out_dir, resume=args.resume)
+    return driver.run_experiment(config, out_dir, resume=args.resume, workers=args.workers)
 
 
 def _cmd_run(args) -> None:
@@ -235,6 +238,10 @@ def _plot(curves, path) -> None:
   plt.close(fig)
 
 
+def _cmd_worker(args) -> None:
+  workers.serve(args.port, args.max_concurrent_calls)
+
+
 def _cmd_list(args) -> None:
   print(catalog.render(args.section))
 
@@ -288,6 +295,9 @@ def _parser() -> argparse.ArgumentParser:
     reuse.add_argument('--overwrite', action='store_true',
                        help='first remove the results, checkpoints and TensorBoard files '
                        'of an earlier run in --out')
+    p.add_argument('--workers', metavar='HOST:PORT,...',
+                   help='run the clients on these TFF workers (tff-noisy worker), split '
+                   'evenly; same results as a local run')
     return p
 
   run = with_out(with_config(sub.add_parser('run', help='run one experiment')),
@@ -314,6 +324,14 @@ def _parser() -> argparse.ArgumentParser:
   export_run.add_export_command(sub)
   add_embed_command(sub)
 
+  worker = sub.add_parser('worker', help='serve TFF computations for --workers until '
+                          'SIGINT or SIGTERM')
+  worker.add_argument('--port', type=int, required=True,
+                      help='TCP port to listen on (every interface)')
+  worker.add_argument('--max-concurrent-calls', type=int, default=-1, metavar='N',
+                      help='most clients trained at once (default: no limit)')
+  worker.set_defaults(func=_cmd_worker)
+
   listing = sub.add_parser('list', help='the choices a config can name, with parameters')
   listing.add_argument('section', nargs='?', metavar='SECTION',
                        help=f"one of {', '.join(catalog.SECTIONS)} (default: all)")
@@ -339,6 +357,8 @@ def main(argv=None) -> None:
   # SIGTERM exits through Python so that TFF's worker is stopped at exit.
   signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
   try:
+    if getattr(args, 'workers', None) is not None:
+      args.workers = workers.parse_workers(args.workers)  # Before any work.
     args.func(args)
   except KeyboardInterrupt:
     hint = '; continue with --resume' if hasattr(args, 'resume') else ''

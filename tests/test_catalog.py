@@ -16,6 +16,7 @@ from tff_noisy.data import partition
 from tff_noisy.data import sources
 from tff_noisy.errors import UserError
 from tff_noisy.federated import aggregators
+from tff_noisy.ops import faults
 
 _ROOT = os.path.join(os.path.dirname(__file__), '..')
 _REGISTRIES = {
@@ -25,6 +26,7 @@ _REGISTRIES = {
     'datasets': sources.DATASETS,
     'noise': noise.NOISE_MODELS,
     'partitions': partition.PARTITIONERS,
+    'faults': faults.BEHAVIOURS,
 }
 
 
@@ -171,7 +173,7 @@ def test_unknown_section_names_the_allowed_ones(name, hint):
   with pytest.raises(UserError) as error:
     catalog.section(name)
   assert str(error.value) == (f"list: unknown section '{name}'; {hint}allowed: methods, "
-                              'aggregators, models, datasets, noise, partitions')
+                              'aggregators, models, datasets, noise, partitions, faults')
 
 
 def test_cli_list(capsys):
@@ -183,7 +185,7 @@ def test_cli_list(capsys):
   assert exit_info.value.code == 2
   assert capsys.readouterr().err == (
       "tff-noisy: error: list: unknown section 'model'; did you mean 'models'? allowed: "
-      'methods, aggregators, models, datasets, noise, partitions\n')
+      'methods, aggregators, models, datasets, noise, partitions, faults\n')
 
 
 def test_list_imports_no_tensorflow():

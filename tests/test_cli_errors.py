@@ -116,7 +116,7 @@ def test_resume_and_overwrite_exclude_each_other(capsys, tmp_path):
 
 def test_ctrl_c_is_one_line_and_releases_the_output_directory(capsys, tmp_path, monkeypatch):
 
-  def interrupted(config, out_dir, resume):
+  def interrupted(config, out_dir, resume, workers):
     assert (tmp_path / run_dir.LOCK_FILE).exists()
     raise KeyboardInterrupt
 

@@ -2,9 +2,10 @@
 
 Built from the registries that config validation uses, so it imports no TensorFlow:
 ``methods.METHODS`` and their ``Params`` dataclasses, the aggregators, the model zoo's
-table (``zoo``), ``sources.DATASETS``, ``noise.NOISE_MODELS`` and
-``partition.PARTITIONERS``. A parameter's description is the ``# comment`` beside its
-field in the source (with the comment-only lines right below it).
+table (``zoo``), ``sources.DATASETS``, ``noise.NOISE_MODELS``,
+``partition.PARTITIONERS`` and the simulated faults' ``ops.faults.BEHAVIOURS``. A
+parameter's description is the ``# comment`` beside its field in the source (with the
+comment-only lines right below it).
 """
 
 import collections
@@ -24,6 +25,7 @@ from tff_noisy.data import partition
 from tff_noisy.data import sources
 from tff_noisy.errors import UserError
 from tff_noisy.federated import aggregators
+from tff_noisy.ops import faults
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,6 +153,18 @@ def _partitions() -> Section:
   return Section('partition.name; fields under partition', choices, fields)
 
 
+# faults.behaviour -> the faults fields it reads besides dropout and byzantine.
+_FAULT_FIELDS = {'scale': ('factor',), 'gaussian': ('std',)}
+
+
+def _faults() -> Section:
+  choices = tuple(Choice(name, f'a Byzantine client sends {summary}',
+                         _params(config_lib.FaultsConfig, _FAULT_FIELDS.get(name, ())))
+                  for name, summary in faults.BEHAVIOURS.items())
+  return Section('faults.behaviour; fields under faults', choices,
+                 _params(config_lib.FaultsConfig, ('dropout', 'byzantine')))
+
+
 SECTIONS = {
     'methods': _methods,
     'aggregators': _aggregators,
@@ -158,6 +172,7 @@ SECTIONS = {
     'datasets': _datasets,
     'noise': _noise,
     'partitions': _partitions,
+    'faults': _faults,
 }
 
 

@@ -11,12 +11,14 @@ import dataclasses
 import difflib
 import hashlib
 import json
+import math
 import typing
 from typing import Any, Optional
 
 from tff_noisy import yamlio
 from tff_noisy.device import DEVICES
 from tff_noisy.errors import ConfigError  # pylint: disable=unused-import (re-exported)
+from tff_noisy.ops import faults as faults_lib
 
 
 @dataclasses.dataclass
@@ -95,6 +97,21 @@ class FLConfig:
   weight_decay: float = 0.0  # Coupled L2 on trainable weights: the gradient gains wd * w.
   aggregator: str = 'mean'  # See tff_noisy/federated/aggregators/ (README: Aggregators).
   aggregator_params: dict = dataclasses.field(default_factory=dict)
+  client_runtime: str = 'tff'  # tff | tflite: clients train in the TFLite interpreter.
+
+
+@dataclasses.dataclass
+class FaultsConfig:
+  """Simulated faulty clients (README: Faulty clients); the defaults simulate none."""
+  dropout: float = 0.0  # Fraction of each round's sampled clients that never report.
+  byzantine: float = 0.0  # Fraction of all clients that are Byzantine (fixed, from seed).
+  behaviour: str = 'scale'  # scale | sign_flip | gaussian | nan: what a Byzantine client sends.
+  factor: float = 100.0  # scale: the update is multiplied by this.
+  std: float = 1.0  # gaussian: std of the noise sent in place of the update.
+
+  def active(self) -> bool:
+    """True when any client can fail."""
+    return self.dropout > 0 or self.byzantine > 0
 
 
 @dataclasses.dataclass
@@ -106,6 +123,7 @@ class ExperimentConfig:
   model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
   method: MethodConfig = dataclasses.field(default_factory=MethodConfig)
   fl: FLConfig = dataclasses.field(default_factory=FLConfig)
+  faults: FaultsConfig = dataclasses.field(default_factory=FaultsConfig)
   device: str = 'auto'  # auto | cpu | gpu: where TensorFlow runs (tff_noisy/device.py).
 
   def to_dict(self) -> dict:
@@ -140,7 +158,9 @@ class ExperimentConfig:
 # Fields added after data was cached and checkpoints were written, with their defaults:
 # at the default they are left out of the data's cache key and of checkpoint identities,
 # so those stay valid.
-ADDED_FIELDS = {'noise.matrix_seed': None, 'noise.valid_matrix': False}
+ADDED_FIELDS = {'noise.matrix_seed': None, 'noise.valid_matrix': False,
+                **{f'faults.{f.name}': f.default for f in dataclasses.fields(FaultsConfig)},
+                'fl.client_runtime': 'tff'}
 
 
 def is_unset_addition(dotted_name: str, value: Any) -> bool:
@@ -291,3 +311,26 @@ def validate(config: ExperimentConfig) -> None:
   _require(fl.checkpoint_every >= 1, 'fl.checkpoint_every',
            f'must be >= 1, got {fl.checkpoint_every}')
   _require(fl.weight_decay >= 0, 'fl.weight_decay', f'must be >= 0, got {fl.weight_decay}')
+  _require(fl.client_runtime in ('tff', 'tflite'), 'fl.client_runtime',
+           f"must be one of tff, tflite; got '{fl.client_runtime}'")
+  faults = config.faults
+  _require(0.0 <= faults.dropout < 1.0, 'faults.dropout',
+           f'must be in [0, 1), got {faults.dropout}')
+  _require(0.0 <= faults.byzantine <= 1.0, 'faults.byzantine',
+           f'must be in [0, 1], got {faults.byzantine}')
+  _require(faults.behaviour in faults_lib.BEHAVIOURS, 'faults.behaviour',
+           f"must be one of {', '.join(faults_lib.BEHAVIOURS)}; got {faults.behaviour!r}")
+  _require(math.isfinite(faults.factor), 'faults.factor',
+           f'must be a finite number, got {faults.factor}')
+  _require(faults.std >= 0 and math.isfinite(faults.std), 'faults.std',
+           f'must be a finite number >= 0, got {faults.std}')
+  _require(not (faults.active() and fl.client_runtime == 'tflite'), 'faults',
+           'simulated faults run in the TFF client work; they are not available with '
+           'fl.client_runtime: tflite (use tff)')
+  for field, fraction, num, of in (
+      ('dropout', faults.dropout, config.clients_per_round(), 'the clients sampled per round'),
+      ('byzantine', faults.byzantine, config.partition.num_clients, 'partition.num_clients')):
+    if fraction and num > 0:  # num < 1 is partition's or fl's own error.
+      _require(faults_lib.count(fraction, num) > 0, f'faults.{field}',
+               f'{fraction} of {num} ({of}) rounds to no client; use 0 or at least '
+               f'{0.5 / num:.3g}')

@@ -33,7 +33,7 @@ _PDEATHSIG_EXEC = '\n'.join([
 ])
 
 
-class _WorkerPopen(subprocess.Popen):
+class WorkerPopen(subprocess.Popen):
   """``Popen`` that starts a command in its own session, killed when its parent dies."""
 
   def __init__(self, args, *rest, **kwargs):
@@ -73,12 +73,12 @@ def _quiet_late_manager_del(unraisable, default_hook=sys.unraisablehook):
 
 
 def _start_workers_with_pdeathsig() -> None:
-  """Makes TFF's executor factory start its worker through ``_WorkerPopen``."""
+  """Makes TFF's executor factory start its worker through ``WorkerPopen``."""
   # pylint: disable=g-import-not-at-top
   from tensorflow_federated.python.core.impl.executor_stacks import executor_factory
   # pylint: enable=g-import-not-at-top
   executor_factory.subprocess = types.SimpleNamespace(
-      **{**vars(subprocess), 'Popen': _WorkerPopen})
+      **{**vars(subprocess), 'Popen': WorkerPopen})
 
 
 def import_tff():

@@ -2,6 +2,13 @@
 
   tff-noisy export RUN_DIR [--quantize none|float16|dynamic|int8]
       [--out model.tflite] [--representative-size N] [--integer-io] [--verify]
+  tff-noisy export RUN_DIR|CONFIG.yaml --on-device-training [--out client.tflite]
+
+``--on-device-training`` writes the run's *client round* instead (``training.py``):
+signatures ``restore``, ``train``, ``upload``, ``parameters``, ``infer`` (and
+``prologue``/``set_matrix`` for forward correction) with the run's client optimiser,
+objective, local epochs and weight decay, starting from the run's final weights, or from
+a config's seeded initial weights (the driver's) for a model not trained yet.
 
 The model is rebuilt from the run's ``results.json`` config and loaded with its
 ``final_weights.npz``. The federated data is rebuilt from the same config (or
@@ -90,8 +97,99 @@ def export_run(run_dir: str, quantize: str = 'none',
   return report
 
 
+def client_setup(config, data):
+  """``(model_fn, objective, client optimizer)`` the config's clients train with."""
+  # pylint: disable=g-import-not-at-top
+  from tff_noisy import validation
+  from tff_noisy.federated import algorithms
+  from tff_noisy.simulation import driver
+  # pylint: enable=g-import-not-at-top
+  choices = validation.validate_experiment(config)
+  model_fn = driver.make_model_fn(config, data.input_shape, data.num_classes)
+  client_optimizer, _ = driver._optimizers(config)  # pylint: disable=protected-access
+  setup = algorithms.base.Setup(
+      model_fn=model_fn, element_spec=None, client_optimizer=client_optimizer,
+      server_optimizer=None, aggregator=None, local_epochs=config.fl.local_epochs,
+      weight_decay=config.fl.weight_decay, seed=config.seed, rounds=config.fl.rounds,
+      num_classes=data.num_classes, batch_size=config.fl.batch_size)
+  objective = algorithms.method_class(config.method.name).objective(
+      choices.method_params, setup)
+  return model_fn, objective, client_optimizer
+
+
+def export_on_device(source: str, out: Optional[str] = None) -> dict:
+  """Writes a run's (or a config's) client round as an on-device training model.
+
+  Args:
+    source: a finished run's directory (its final weights), or a YAML config (the
+      driver's seeded initial weights: ``tf.keras.utils.set_random_seed(seed)``).
+    out: the .tflite path (default ``RUN_DIR/client_training.tflite``, or next to the
+      config); the sidecar goes next to it.
+
+  Returns:
+    ``model``, ``sidecar``, ``bytes``, ``select_tf_ops``, ``signatures``.
+
+  Raises:
+    FileNotFoundError: a run directory without results.json or final_weights.npz.
+    ConfigError: an objective or model that cannot train on a device (names it).
+  """
+  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+  from tff_noisy import config as config_lib
+  from tff_noisy.data import federated as federated_data
+  from tff_noisy.simulation import driver
+  from tflite_export import sidecar
+  from tflite_export import training
+  # pylint: enable=g-import-not-at-top
+  if os.path.isfile(source):
+    config = config_lib.load(source)
+    data = federated_data.build_federated_data(config)
+    model_fn, objective, optimizer = client_setup(config, data)
+    training.check_objective(objective)  # Before any model is built.
+    tf.keras.utils.set_random_seed(config.seed)
+    model = model_fn()
+    default = os.path.join(os.path.dirname(os.path.abspath(source)),
+                           'client_training.tflite')
+    config_hash = config.data_hash()
+  else:
+    results, config, data, model = driver.load_finished_run(source)
+    _, objective, optimizer = client_setup(config, data)
+    default = os.path.join(source, 'client_training.tflite')
+    config_hash = results['data_hash']
+  module = training.build_training_module(
+      model, objective, optimizer, local_epochs=config.fl.local_epochs,
+      weight_decay=config.fl.weight_decay)
+  tflite_bytes = training.convert_training_module(module)
+  path = out or default
+  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+  with open(path, 'wb') as f:
+    f.write(tflite_bytes)
+  runtime = training.runtime_requirement(tflite_bytes)
+  sidecar_file = sidecar.write_training_sidecar(
+      path, tflite_bytes, class_names=data.class_names, input_shape=data.input_shape,
+      preprocessing=_preprocessing(data.input_shape), runtime=runtime,
+      weights=[(training.weight_name(i), v.shape, v.dtype.name)
+               for i, v in enumerate(module.all_variables)],
+      client={'optimizer': config.fl.client_optimizer, 'lr': config.fl.client_lr,
+              'momentum': config.fl.momentum, 'local_epochs': config.fl.local_epochs,
+              'batch_size': config.fl.batch_size, 'weight_decay': config.fl.weight_decay,
+              'method': config.method.name,
+              'objective': training.describe_objective(objective)},
+      config_hash=config_hash)
+  return {'model': str(path), 'sidecar': str(sidecar_file), 'bytes': len(tflite_bytes),
+          'select_tf_ops': runtime['select_tf_ops'],
+          'signatures': sorted(module.signatures())}
+
+
 def _format_report(report: dict) -> str:
   """``export_run``'s report in one or two lines."""
+  if 'signatures' in report:
+    needs = ('the select-TF-ops runtime (full TensorFlow tf.lite.Interpreter or Android '
+             'with tensorflow-lite-select-tf-ops)' if report['select_tf_ops']
+             else 'TFLite builtins only')
+    return (f'{report["model"]}: {report["bytes"]:,} bytes, on-device training model '
+            f'(signatures {", ".join(report["signatures"])}; needs {needs}), sidecar '
+            f'{report["sidecar"]}')
   lines = [f'{report["model"]}: {report["bytes"]:,} bytes '
            f'({report["quantize"]}), sidecar {report["sidecar"]}']
   if 'agreement' in report:
@@ -103,6 +201,22 @@ def _format_report(report: dict) -> str:
 
 
 def _cmd_export(args, parser) -> None:
+  if args.on_device_training:
+    refused = [flag for flag, on in (('--quantize', args.quantize != 'none'),
+                                     ('--integer-io', args.integer_io),
+                                     ('--verify', args.verify)) if on]
+    if refused:
+      parser.exit(2, f'{PROG}: error: {", ".join(refused)}: not with '
+                  '--on-device-training (the training model is float32)\n')
+    try:
+      report = export_on_device(args.run_dir, args.out)
+    except ValueError as e:
+      parser.exit(2, f'{PROG}: error: {e}\n')
+    print(_format_report(report))
+    return
+  if os.path.isfile(args.run_dir):
+    parser.exit(2, f'{PROG}: error: {args.run_dir} is a file: export takes a run '
+                'directory (a config only with --on-device-training)\n')
   try:
     report = export_run(args.run_dir, args.quantize, args.out,
                         args.representative_size, args.integer_io, args.verify)
@@ -116,7 +230,8 @@ def add_export_command(subparsers) -> None:
   parser = subparsers.add_parser('export',
                                  help='export a finished run to TFLite')
   parser.add_argument('run_dir', metavar='RUN_DIR',
-                      help='--out directory of a finished run')
+                      help='--out directory of a finished run (with '
+                      '--on-device-training also a YAML config: its initial model)')
   parser.add_argument('--quantize', default='none', metavar='MODE',
                       help='none (float32) | float16 | dynamic | int8 '
                       '(default: none)')
@@ -132,4 +247,9 @@ def add_export_command(subparsers) -> None:
   parser.add_argument('--verify', action='store_true',
                       help='report top-1 agreement with Keras and both test '
                       'accuracies')
+  parser.add_argument('--on-device-training', action='store_true',
+                      help='export the client\'s round (restore, train, upload, '
+                      'parameters, infer signatures) with the run\'s client optimiser '
+                      'and objective, for devices that train (float32; needs a runtime '
+                      'with select TF ops when the sidecar says so)')
   parser.set_defaults(func=lambda args: _cmd_export(args, parser))

@@ -67,3 +67,51 @@ def write_sidecar(path, *, class_names, input_shape, input_dtype,
   out = sidecar_path(path)
   out.write_text(json.dumps(sidecar, indent=2) + '\n')
   return out
+
+
+TRAINING_ROUND = (
+    'restore(w000..) with the broadcast global weights; for forward correction '
+    'prologue(x, y, corrected) over the whole local set (or set_matrix); then '
+    'local_epochs passes of train(x, y, aggregation_weight) over the local batches '
+    '(aggregation_weight: ones unless the server sets per-example weights); then '
+    'upload() -> u000.. (update = received - trained) and update_weight, which the '
+    'device sends to the server')
+
+
+def write_training_sidecar(path, tflite_bytes: bytes, *, class_names, input_shape,
+                           preprocessing: str, runtime: dict, weights: list,
+                           client: dict, config_hash: str) -> pathlib.Path:
+  """Writes the sidecar of an on-device training model (``training.py``).
+
+  Args:
+    path: the .tflite file; the sidecar goes next to it (``sidecar_path``).
+    tflite_bytes: the model (its signatures' inputs and outputs are listed).
+    class_names, input_shape, preprocessing: as ``write_sidecar``.
+    runtime: ``training.runtime_requirement``: which runtime runs ``train``.
+    weights: ``(name, shape, dtype)`` of every ``restore`` input, in order.
+    client: the client optimiser, epochs, batch size, weight decay and objective.
+    config_hash: hash of the ExperimentConfig the model belongs to.
+  """
+  interpreter = tf.lite.Interpreter(model_content=tflite_bytes)
+  signatures = {name: {'inputs': sorted(io['inputs']), 'outputs': sorted(io['outputs'])}
+                for name, io in interpreter.get_signature_list().items()}
+  sidecar = {
+      'format_version': FORMAT_VERSION,
+      'kind': 'on_device_training',
+      'model_file': pathlib.Path(path).name,
+      'class_names': [str(name) for name in class_names],
+      'input_shape': [int(d) for d in input_shape],
+      'input_dtype': 'float32',
+      'label_dtype': 'int32',
+      'preprocessing': preprocessing,
+      'signatures': signatures,
+      'round': TRAINING_ROUND,
+      'weights': [{'name': name, 'shape': [int(d) for d in shape], 'dtype': dtype}
+                  for name, shape, dtype in weights],
+      'client': client,
+      'runtime': runtime,
+      'config_hash': config_hash,
+  }
+  out = sidecar_path(path)
+  out.write_text(json.dumps(sidecar, indent=2) + '\n')
+  return out

@@ -14,7 +14,10 @@ difference between the received and the trained weights for the trainable *and* 
 non-trainable variables, so BatchNorm statistics are averaged with the same weights as
 everything else. A client whose update has a non-finite value sends zeros with weight 0,
 keeps its old state and is counted in ``non_finite_clients``; the finalizer also refuses
-a non-finite aggregate.
+a non-finite aggregate. With simulated faults (``faults:``), each client also receives
+its fault (``ops.faults_tf.FAULT_SPEC``) and a Byzantine client's update is corrupted
+(``ops.faults_tf.corrupt``) after training and before that check, so a ``nan`` client is
+one more non-finite client.
 """
 
 import collections
@@ -24,6 +27,7 @@ import tensorflow as tf
 
 import models
 from tff_noisy.federated.objectives.base import ClientObjective
+from tff_noisy.ops import faults_tf
 from tff_noisy.ops import losses
 from tff_noisy.tff_runtime import import_tff
 
@@ -80,11 +84,13 @@ def _zero_if_any_non_finite(structure):
 
 def build_local_training(model: tf.keras.Model, optimizer, objective: ClientObjective,
                          local_epochs: int, weight_decay: float = 0.0):
-  """Returns a tf.function ``(weights, dataset, state, hparams) -> (result, metrics, state)``.
+  """Returns a tf.function ``(weights, dataset, state, hparams[, fault]) -> (result,
+  metrics, state)``.
 
   Runs ``local_epochs`` passes of ``optimizer`` on the objective's mean per-example loss
   plus the model's regularisation losses, FedProx's proximal term and the coupled L2
-  ``weight_decay`` (gradient + wd * w), starting from the received weights.
+  ``weight_decay`` (gradient + wd * w), starting from the received weights. A ``fault``
+  (``ops.faults_tf.FAULT_SPEC``) corrupts the update the client sends.
   """
   weights = model_weights_of(model)
   feature_model = models.features_and_logits(model) if objective.uses_features else None
@@ -100,7 +106,7 @@ def build_local_training(model: tf.keras.Model, optimizer, objective: ClientObje
     return features, logits
 
   @tf.function
-  def train(initial_weights, dataset, state, hparams):
+  def train(initial_weights, dataset, state, hparams, fault=None):
     tf.nest.map_structure(lambda v, t: v.assign(t), weights, initial_weights)
     trainable_specs = tuple(tf.TensorSpec(v.shape, v.dtype) for v in weights.trainable)
     initial_trainable = tuple(initial_weights.trainable)
@@ -154,6 +160,8 @@ def build_local_training(model: tf.keras.Model, optimizer, objective: ClientObje
     trained_state = dict(state, **{rows_name: table}) if rows_name else state
     new_state, scale = objective.epilogue(predict, dataset, context, trained_state, hparams)
     update = tf.nest.map_structure(lambda w, t: (w - t) * scale, initial_weights, weights)
+    if fault is not None:
+      update = faults_tf.corrupt(update, fault)
     update, non_finite = _zero_if_any_non_finite(update)
     new_state = tf.nest.map_structure(
         lambda new, old: tf.where(non_finite, old, new), new_state, state, check_types=False)
@@ -181,11 +189,12 @@ def build_local_training(model: tf.keras.Model, optimizer, objective: ClientObje
 
 def build_client_update(model_fn: Callable[[], tf.keras.Model], element_spec, optimizer,
                         objective: ClientObjective, *, local_epochs: int = 1,
-                        weight_decay: float = 0.0):
+                        weight_decay: float = 0.0, faults: bool = False):
   """The TFF computation of one client's round.
 
   ``(weights, dataset, state, hparams) -> <ClientResult, metrics, state>``; ``metrics``
-  are sums over clients (``finalize_client_metrics`` turns them into means).
+  are sums over clients (``finalize_client_metrics`` turns them into means). With
+  ``faults``, a fifth argument: the client's fault (``ops.faults_tf.FAULT_SPEC``).
 
   Args:
     model_fn: No-arg callable returning a new, uncompiled Keras model (logits out).
@@ -194,15 +203,25 @@ def build_client_update(model_fn: Callable[[], tf.keras.Model], element_spec, op
     objective: The method's ``ClientObjective``.
     local_epochs: Passes over the client's data per round.
     weight_decay: Coupled L2 strength (0 disables it).
+    faults: Whether the computation takes each client's simulated fault.
   """
-  weights_type = weights_type_of(model_fn)
-  data_type = tff.SequenceType(tff.types.tensorflow_to_type(element_spec))
+  types = (weights_type_of(model_fn),
+           tff.SequenceType(tff.types.tensorflow_to_type(element_spec)),
+           state_type_of(objective), hparams_type_of(objective))
 
-  @tff.tensorflow.computation(weights_type, data_type, state_type_of(objective),
-                              hparams_type_of(objective))
+  def train(*args):
+    return build_local_training(model_fn(), optimizer, objective, local_epochs,
+                                weight_decay)(*args)
+
+  if faults:
+    @tff.tensorflow.computation(*types, tff.types.tensorflow_to_type(faults_tf.FAULT_SPEC))
+    def faulty_client_update(initial_weights, dataset, state, hparams, fault):
+      return train(initial_weights, dataset, state, hparams, fault)
+
+    return faulty_client_update
+
+  @tff.tensorflow.computation(*types)
   def client_update(initial_weights, dataset, state, hparams):
-    train = build_local_training(model_fn(), optimizer, objective, local_epochs,
-                                 weight_decay)
     return train(initial_weights, dataset, state, hparams)
 
   return client_update

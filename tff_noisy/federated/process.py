@@ -13,13 +13,18 @@ computations that also take and return the clients' states:
   no Python step between them. FedDS's split round calls ``train``, fits Dawid-Skene
   and calls ``aggregate`` with its own weights: the same pieces, the same aggregator.
 
+Built with ``faults=True`` (a config with simulated faults), ``train`` and ``next`` also
+take each client's fault (``ops.faults_tf.FAULT_SPEC``) at CLIENTS, last: the client
+work corrupts a Byzantine client's update before it leaves the client. Without, the
+computations are exactly those of a run without faults.
+
 The server state is a ``tff.learning.templates.LearningAlgorithmState`` whose
 ``client_work`` part holds the objective's hparams (``get_hparams``/``set_hparams``), so
 a checkpoint of the state keeps whatever the server decided for later rounds.
 """
 
 import collections
-from typing import Callable, NamedTuple
+from typing import Callable, NamedTuple, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -41,16 +46,32 @@ class RoundOutput(NamedTuple):
 class FederatedProcess:
   """A method's federated computations and plain accessors of their server state."""
 
-  def __init__(self, initialize, train, aggregate, next_fn, objective: ClientObjective):
+  def __init__(self, initialize, train, aggregate, next_fn, objective: ClientObjective,
+               takes_faults: bool = False):
     self.initialize = initialize
     self.train = train
     self.aggregate = aggregate
     self._next = next_fn
     self.objective = objective
+    self.takes_faults = takes_faults
 
-  def next(self, state, client_data: list, client_states: list) -> RoundOutput:
-    """One round on the participating clients' datasets and states (same order)."""
-    return RoundOutput(*self._next(state, client_data, client_states))
+  def _faults(self, faults) -> tuple:
+    """The trailing fault argument of ``train`` and ``next``: ``(faults,)`` or ``()``."""
+    if self.takes_faults and faults is None:
+      raise ValueError("this process was built with faults: give each client's fault")
+    if not self.takes_faults and faults is not None:
+      raise ValueError('this process was built without faults: give none')
+    return () if faults is None else (list(faults),)
+
+  def next(self, state, client_data: list, client_states: list,
+           faults: Optional[list] = None) -> RoundOutput:
+    """One round on the participating clients' datasets, states and faults (same order)."""
+    return RoundOutput(*self._next(state, client_data, client_states, *self._faults(faults)))
+
+  def train_clients(self, weights, hparams, client_data: list, client_states: list,
+                    faults: Optional[list] = None) -> tuple:
+    """``train`` on the participating clients (with their faults when built with faults)."""
+    return self.train(weights, hparams, client_data, client_states, *self._faults(faults))
 
   @staticmethod
   def get_model_weights(state):
@@ -78,7 +99,7 @@ class FederatedProcess:
 def build_process(model_fn: Callable[[], tf.keras.Model], element_spec, client_optimizer,
                   server_optimizer=None, *, objective: ClientObjective = None,
                   model_aggregator=None, local_epochs: int = 1,
-                  weight_decay: float = 0.0) -> FederatedProcess:
+                  weight_decay: float = 0.0, faults: bool = False) -> FederatedProcess:
   """Builds a method's ``FederatedProcess``.
 
   Args:
@@ -90,6 +111,7 @@ def build_process(model_fn: Callable[[], tf.keras.Model], element_spec, client_o
     model_aggregator: A weighted ``tff.aggregators`` factory; default weighted mean.
     local_epochs: Local passes over each client's data per round.
     weight_decay: Coupled L2 on the clients' trainable weights.
+    faults: Whether ``train`` and ``next`` take each client's simulated fault.
   """
   objective = objective or ClientObjective()
   server_optimizer = server_optimizer or tff.learning.optimizers.build_sgdm(1.0)
@@ -97,8 +119,9 @@ def build_process(model_fn: Callable[[], tf.keras.Model], element_spec, client_o
   weights_type = client_work_lib.weights_type_of(model_fn)
   client_update = client_work_lib.build_client_update(
       model_fn, element_spec, client_optimizer, objective, local_epochs=local_epochs,
-      weight_decay=weight_decay)
-  data_type, state_type, hparams_type = client_update.type_signature.parameter[1:]
+      weight_decay=weight_decay, faults=faults)
+  data_type, state_type, hparams_type, *fault_type = client_update.type_signature.parameter[1:]
+  at_clients = [tff.FederatedType(t, tff.CLIENTS) for t in (data_type, state_type, *fault_type)]
   finalize_metrics = client_work_lib.build_finalize_client_metrics(
       client_update.type_signature.result[1])
   aggregator = model_aggregator.create(weights_type, tff.TensorType(np.float32))
@@ -122,16 +145,22 @@ def build_process(model_fn: Callable[[], tf.keras.Model], element_spec, client_o
         aggregator=aggregator.initialize(),
         finalizer=finalizer.initialize()))
 
-  @tff.federated_computation(
-      tff.FederatedType(weights_type, tff.SERVER),
-      tff.FederatedType(hparams_type, tff.SERVER),
-      tff.FederatedType(data_type, tff.CLIENTS),
-      tff.FederatedType(state_type, tff.CLIENTS))
-  def train(weights, hparams, client_data, client_states):
+  def train_clients(weights, hparams, client_data, client_states, client_faults):
     results, metrics, new_states = tff.federated_map(client_update, (
         tff.federated_broadcast(weights), client_data, client_states,
-        tff.federated_broadcast(hparams)))
+        tff.federated_broadcast(hparams), *client_faults))
     return results, tff.federated_map(finalize_metrics, tff.federated_sum(metrics)), new_states
+
+  at_server = (tff.FederatedType(weights_type, tff.SERVER),
+               tff.FederatedType(hparams_type, tff.SERVER))
+  if faults:
+    @tff.federated_computation(*at_server, *at_clients)
+    def train(weights, hparams, client_data, client_states, client_faults):
+      return train_clients(weights, hparams, client_data, client_states, (client_faults,))
+  else:
+    @tff.federated_computation(*at_server, *at_clients)
+    def train(weights, hparams, client_data, client_states):
+      return train_clients(weights, hparams, client_data, client_states, ())
 
   @tff.federated_computation(
       aggregator.initialize.type_signature.result,
@@ -146,12 +175,10 @@ def build_process(model_fn: Callable[[], tf.keras.Model], element_spec, client_o
             tff.federated_zip(collections.OrderedDict(
                 aggregator=aggregated.measurements, finalizer=finalized.measurements)))
 
-  @tff.federated_computation(initialize.type_signature.result,
-                             tff.FederatedType(data_type, tff.CLIENTS),
-                             tff.FederatedType(state_type, tff.CLIENTS))
-  def next_fn(state, client_data, client_states):
+  def round_of(state, client_data, client_states, client_faults):
     results, train_metrics, new_states = train(
-        state.global_model_weights, state.client_work, client_data, client_states)
+        state.global_model_weights, state.client_work, client_data, client_states,
+        *client_faults)
     aggregator_state, finalizer_state, new_weights, measurements = aggregate(
         state.aggregator, state.finalizer, state.global_model_weights, results.update,
         results.update_weight)
@@ -164,5 +191,14 @@ def build_process(model_fn: Callable[[], tf.keras.Model], element_spec, client_o
         aggregator=measurements.aggregator, finalizer=measurements.finalizer))
     return new_state, metrics, new_states
 
+  if faults:
+    @tff.federated_computation(initialize.type_signature.result, *at_clients)
+    def next_fn(state, client_data, client_states, client_faults):
+      return round_of(state, client_data, client_states, (client_faults,))
+  else:
+    @tff.federated_computation(initialize.type_signature.result, *at_clients)
+    def next_fn(state, client_data, client_states):
+      return round_of(state, client_data, client_states, ())
+
   client_work_lib.restore_eager_model_classes(model_fn)
-  return FederatedProcess(initialize, train, aggregate, next_fn, objective)
+  return FederatedProcess(initialize, train, aggregate, next_fn, objective, faults)

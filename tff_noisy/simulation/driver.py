@@ -5,6 +5,11 @@ the method's learning process, then for each round samples clients uniformly wit
 replacement, runs ``process.next`` on their datasets and evaluates the global model on
 the test split. All randomness of round r derives from (seed, r), so a resumed run
 continues with exactly the samples and data order of an uninterrupted one.
+
+Simulated faults (``faults:``, ``ops.faults``): the round's dropouts are removed from its
+sample before their data is built (none in a round the method needs every client in),
+and each reporting client's fault goes into the computation, where a Byzantine client's
+update is corrupted. Which clients are faulty is recorded for reporting only.
 """
 
 import collections
@@ -12,7 +17,7 @@ import dataclasses
 import os
 import sys
 import time
-from typing import Callable, NamedTuple, Optional
+from typing import Callable, NamedTuple, Optional, Sequence
 import zipfile
 
 import numpy as np
@@ -23,6 +28,7 @@ import tqdm
 import models
 from tff_noisy import config as config_lib
 from tff_noisy import device as device_lib
+from tff_noisy import remote
 from tff_noisy import validation
 from tff_noisy.config import ConfigError, ExperimentConfig
 from tff_noisy.data import federated as federated_data
@@ -33,10 +39,12 @@ from tff_noisy.federated import algorithms
 from tff_noisy.federated import client_work
 from tff_noisy.federated.client_work import AGGREGATION_WEIGHT_KEY
 from tff_noisy.ops import detection
+from tff_noisy.ops import faults as faults_lib
 from tff_noisy.ops import knn
 from tff_noisy.ops import label_distribution
 from tff_noisy.ops import transition
 from tff_noisy.simulation import checkpoint
+from tff_noisy.simulation import device_clients
 from tff_noisy.simulation import progress as progress_lib
 from tff_noisy.simulation import results as results_lib
 from tff_noisy.simulation.client_state import ClientStateStore
@@ -195,7 +203,7 @@ def build_method(config: ExperimentConfig, data,
       aggregator=aggregators.build_factory(config.fl.aggregator, choices.aggregator_params),
       local_epochs=config.fl.local_epochs, weight_decay=config.fl.weight_decay,
       seed=config.seed, rounds=config.fl.rounds, num_classes=data.num_classes,
-      batch_size=config.fl.batch_size)
+      batch_size=config.fl.batch_size, faults=config.faults.active())
   return method_cls.build(choices.method_params, setup)
 
 
@@ -229,12 +237,27 @@ def load_finished_run(run_dir: str) -> FinishedRun:
 
 
 def run_experiment(config: ExperimentConfig, out_dir: str, *, resume: bool = False,
-                   progress: Optional[bool] = None) -> results_lib.Results:
+                   progress: Optional[bool] = None,
+                   workers: Optional[Sequence[str]] = None) -> results_lib.Results:
   """Runs one federated experiment and writes its results to ``out_dir``.
 
   ``progress``: a tqdm bar on stderr (True), nothing (False) or by default the bar on a
   terminal and otherwise a line every ~10% of the rounds (``progress.is_logged``).
+  ``workers``: ``host:port`` of TFF workers to run the computations on (``remote``),
+  with the same results as locally; such a run checkpoints after every round, so a
+  worker that stops answering (``workers.WorkerLost``) loses no completed round.
   """
+  if workers and config.fl.client_runtime == 'tflite':
+    raise ConfigError('--workers: with fl.client_runtime: tflite the clients train in this '
+                      "machine's TFLite interpreter, not on TFF workers; use one or the other")
+  what = f'method.name {config.method.name} with fl.aggregator {config.fl.aggregator}'
+  with remote.on_workers(workers, what) as runtime:
+    return _run_experiment(config, out_dir, resume, progress, runtime)
+
+
+def _run_experiment(config: ExperimentConfig, out_dir: str, resume: bool,
+                    progress: Optional[bool], runtime: dict) -> results_lib.Results:
+  """``run_experiment`` in the TFF runtime ``runtime`` describes (results.json keeps it)."""
   choices = validation.validate_experiment(config)
   device = device_lib.select(config.device)  # Before any TensorFlow op runs.
   spec = sources.DATASETS[config.data.dataset]
@@ -247,6 +270,8 @@ def run_experiment(config: ExperimentConfig, out_dir: str, *, resume: bool = Fal
   if num_sampled > len(ids):
     raise ConfigError(f'fl.clients_per_round: {num_sampled} > {len(ids)} clients')
   method = build_method(config, data, choices)
+  if fl.client_runtime == 'tflite':  # Clients train in the TFLite interpreter.
+    method.process = device_clients.TFLiteClients(method.process, method.setup)
   process = method.process
 
   tf.keras.utils.set_random_seed(config.seed)
@@ -272,13 +297,25 @@ def run_experiment(config: ExperimentConfig, out_dir: str, *, resume: bool = Fal
   log_lines = progress is None and not show
   round_seconds = []  # This process's rounds, for the progress lines.
 
+  faults = config.faults
+  byzantine = faults_lib.byzantine_clients(ids, faults.byzantine, config.seed)
+  warned_no_reporters = False
+
+  def client_fault(cid: str, round_num: int) -> dict:
+    behaviour = faults.behaviour if cid in byzantine else None
+    return faults_lib.fault_spec(behaviour, faults.factor, faults.std,
+                                 faults_lib.noise_seed(config.seed, round_num, ids.index(cid)))
+
   for round_num in range(start, fl.rounds + 1):
     began = time.monotonic()
-    if method.all_clients_in_round(round_num):
-      sampled = ids
-    else:
-      sampled = sample_clients(ids, num_sampled, config.seed, round_num)
+    everyone = method.all_clients_in_round(round_num)
+    sampled = ids if everyone else sample_clients(ids, num_sampled, config.seed, round_num)
     seeds = np.random.default_rng([config.seed, round_num, 1]).integers(2**31, size=len(sampled))
+    dropped = [] if everyone else faults_lib.dropped_clients(sampled, faults.dropout,
+                                                             config.seed, round_num)
+    if dropped:
+      seeds = [s for cid, s in zip(sampled, seeds) if cid not in dropped]
+      sampled = [cid for cid in sampled if cid not in dropped]
 
     def build_datasets():
       """The round's non-empty client datasets; records each one's update weight."""
@@ -295,11 +332,16 @@ def run_experiment(config: ExperimentConfig, out_dir: str, *, resume: bool = Fal
     datasets = build_datasets()
     record.update(clients=list(datasets), skipped_empty_clients=len(sampled) - len(datasets),
                   client_weights=[weights[cid] for cid in datasets])
+    fault_args = {}
+    if faults.active():
+      record.update(dropped_clients=dropped,
+                    byzantine_clients=[cid for cid in datasets if cid in byzantine])
+      fault_args['faults'] = [client_fault(cid, round_num) for cid in datasets]
     if datasets:
       client_states = [store.objective_state(cid, process.objective, data.y[cid])
                        for cid in datasets]
       state, metrics, client_states, diagnostics = method.run_round(state, datasets,
-                                                                    client_states)
+                                                                    client_states, **fault_args)
       for cid, client_state in zip(datasets, client_states):
         store.set_objective_state(cid, client_state)
       record.update(metrics)
@@ -310,6 +352,13 @@ def run_experiment(config: ExperimentConfig, out_dir: str, *, resume: bool = Fal
       if metrics['train_loss'] is None:
         warn(f'round {round_num}: every client update was non-finite and rejected; the '
               'model did not change (train_loss and train_accuracy are null)')
+    else:
+      record['no_reporters'] = True
+      if not warned_no_reporters:
+        warned_no_reporters = True
+        warn(f'round {round_num}: no client reported ({len(dropped)} dropped out, '
+             f'{len(sampled) - len(datasets)} had no data), so the model did not change; '
+             'later rounds like this are only recorded (no_reporters: true in results.json)')
     record['seconds'] = time.time() - started
     record['wall_time'] = time.time()
     if round_num % fl.eval_every == 0 or round_num == fl.rounds:
@@ -320,7 +369,8 @@ def run_experiment(config: ExperimentConfig, out_dir: str, *, resume: bool = Fal
       for key in ('train_loss', 'train_accuracy', 'test_accuracy', 'test_macro_f1'):
         if record.get(key) is not None:
           tf.summary.scalar(key, record[key])
-    if round_num % fl.checkpoint_every == 0 or round_num == fl.rounds:
+    if (round_num % fl.checkpoint_every == 0 or round_num == fl.rounds
+        or runtime.get('workers')):
       checkpoint.save(ckpt_dir, round_num, state, store, history, identity)
     bar.set_postfix(acc=record.get('test_accuracy', float('nan')),
                     s_per_round=round(record['seconds'], 2))
@@ -339,6 +389,6 @@ def run_experiment(config: ExperimentConfig, out_dir: str, *, resume: bool = Fal
       config=config.to_dict(), data_hash=config.data_hash(), method=config.method.name,
       params=dataclasses.asdict(choices.method_params), rounds=history,
       client_noise_rates={cid: float(r) for cid, r in zip(ids, data.noise_rates)},
-      extra=extra, device=device)
+      extra=extra, device=device, runtime=runtime, byzantine_clients=byzantine)
   results_lib.write(out_dir, results)
   return results

@@ -11,7 +11,9 @@
                    (its measurements), and on evaluated rounds test_accuracy,
                    test_macro_f1, test_class_accuracy (per class; null for a class
                    the test split lacks); train_* are null in a round where no update
-                   was finite
+                   was finite; with faults, dropped_clients and byzantine_clients (the
+                   round's reporting Byzantine clients); no_reporters: true in a round
+                   in which no client reported (the model did not change)
   final_accuracy   test accuracy after the last round
   last10_accuracy  mean test accuracy of the last 10 evaluated rounds
   client_noise_rates  true per-client noise rate (simulation truth, evaluation only)
@@ -19,6 +21,10 @@
   device           where TensorFlow ran (tff_noisy/device.py): requested (the config's
                    auto | cpu | gpu), used (cpu | gpu), gpus (names of the GPUs used),
                    tff_worker (where TFF's worker ran client training: cpu in TFF 0.87)
+  runtime          where TFF's computations ran: {workers: [host:port, ...]} for a run
+                   with --workers, {} for TFF's local worker
+  byzantine_clients  the clients faults.byzantine made Byzantine (simulation truth,
+                   reporting only; empty without faults and in files written before)
 Undefined values (NaN, e.g. a correlation of constant estimates) are written as null, so
 the file is strict JSON.
 """
@@ -49,6 +55,8 @@ class Results:
   client_noise_rates: Dict[str, float]
   extra: Dict[str, Any] = dataclasses.field(default_factory=dict)
   device: Dict[str, Any] = dataclasses.field(default_factory=dict)
+  runtime: Dict[str, Any] = dataclasses.field(default_factory=dict)
+  byzantine_clients: List[str] = dataclasses.field(default_factory=list)
 
   @property
   def evaluated(self) -> List[Dict[str, Any]]:

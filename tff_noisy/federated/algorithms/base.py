@@ -32,12 +32,13 @@ class Setup:
   rounds: int
   num_classes: int
   batch_size: Optional[int] = None  # fl.batch_size: examples per client batch.
+  faults: bool = False  # Simulated faults configured: the process takes each client's fault.
 
   def build_process(self, objective: ClientObjective) -> process_lib.FederatedProcess:
     return process_lib.build_process(
         self.model_fn, self.element_spec, self.client_optimizer, self.server_optimizer,
         objective=objective, model_aggregator=self.aggregator,
-        local_epochs=self.local_epochs, weight_decay=self.weight_decay)
+        local_epochs=self.local_epochs, weight_decay=self.weight_decay, faults=self.faults)
 
 
 class Method:
@@ -118,9 +119,14 @@ class Method:
     del round_num, state, store
     return {}
 
-  def run_round(self, state, datasets: dict, client_states: list) -> tuple:
-    """One round on {client id: dataset}; ``(state, metrics, client states, diagnostics)``."""
-    output = self.process.next(state, list(datasets.values()), client_states)
+  def run_round(self, state, datasets: dict, client_states: list, faults=None) -> tuple:
+    """One round on {client id: dataset}; ``(state, metrics, client states, diagnostics)``.
+
+    ``faults``: each client's simulated fault, in the same order, when the config has
+    faults (the driver passes it only then); hand it on to ``process.next`` or
+    ``process.train_clients``.
+    """
+    output = self.process.next(state, list(datasets.values()), client_states, faults)
     return output.state, round_metrics(output.metrics), output.client_states, {}
 
 

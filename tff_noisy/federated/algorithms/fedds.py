@@ -193,12 +193,16 @@ class FedDS(base.Method):
                        fedds_em_iterations=iterations)
     return dawid_skene.reliability_weights(scores), diagnostics
 
-  def run_round(self, state, datasets, client_states):
-    """The split round: train, Dawid-Skene weights, the configured aggregator."""
+  def run_round(self, state, datasets, client_states, faults=None):
+    """The split round: train, Dawid-Skene weights, the configured aggregator.
+
+    A Byzantine client's update is corrupted before it reaches the server, so its local
+    model (global - update) labels the public set as the server would see it.
+    """
     global_weights = self.process.get_model_weights(state)
-    results, train_metrics, client_states = self.process.train(
+    results, train_metrics, client_states = self.process.train_clients(
         global_weights, self.process.get_hparams(state), list(datasets.values()),
-        client_states)
+        client_states, faults)
     weights, diagnostics = self.client_weights(list(datasets), results, global_weights)
     aggregator_state, finalizer_state, new_weights, measurements = self.process.aggregate(
         state.aggregator, state.finalizer, global_weights, [r.update for r in results],

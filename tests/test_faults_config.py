@@ -1,0 +1,68 @@
+"""The `faults:` section: one-line errors, and no effect on data keys or old identities."""
+import os
+
+import pytest
+
+from experiments import run as cli
+from tff_noisy import catalog
+from tff_noisy import config as config_lib
+from tff_noisy.simulation import checkpoint
+
+_CONFIG = os.path.join(os.path.dirname(__file__), '..', 'experiments', 'configs',
+                       'faults_digits.yaml')
+
+
+@pytest.mark.parametrize('override, message', [
+    ('faults.dropout=1.5', 'faults.dropout: must be in [0, 1), got 1.5'),
+    ('faults.dropout=1', 'faults.dropout: must be in [0, 1), got 1.0'),
+    ('faults.byzantine=-0.1', 'faults.byzantine: must be in [0, 1], got -0.1'),
+    ('faults.behaviour=flip',
+     "faults.behaviour: must be one of scale, sign_flip, gaussian, nan; got 'flip'"),
+    ('faults.std=-1', 'faults.std: must be a finite number >= 0, got -1.0'),
+    ('faults.factor=.inf', 'faults.factor: must be a finite number, got inf'),
+    ('faults.dropout=yes', 'faults.dropout: expected a number, got True'),
+    ('faults.droput=0.1',
+     "unknown config key 'faults.droput'; did you mean 'dropout'? Allowed here: dropout, "
+     'byzantine, behaviour, factor, std'),
+    ('faults.byzantine=0.01', 'faults.byzantine: 0.01 of 10 (partition.num_clients) rounds '
+                              'to no client; use 0 or at least 0.05'),
+    ('faults.dropout=0.04', 'faults.dropout: 0.04 of 10 (the clients sampled per round) '
+                            'rounds to no client; use 0 or at least 0.05'),
+])
+def test_bad_faults_are_one_line_errors(capsys, tmp_path, override, message):
+  with pytest.raises(SystemExit) as exit_info:
+    cli.main(['run', _CONFIG, '--set', override, '--out', str(tmp_path)])
+  assert exit_info.value.code == 2
+  err = capsys.readouterr().err
+  assert err == f'tff-noisy: error: {message}\n'
+
+
+def test_faults_change_the_run_identity_but_not_the_data():
+  plain = config_lib.load(_CONFIG)
+  faulty = config_lib.load(_CONFIG, ['faults.byzantine=0.3', 'faults.behaviour=sign_flip'])
+  assert faulty.data_hash() == plain.data_hash() and 'faults' not in plain.data_dict()
+  shapes = [(64, 128)]
+  # At its defaults the section is left out, so checkpoints written before it still match.
+  assert not [k for k in checkpoint.identity_of(plain, shapes) if k.startswith('faults.')]
+  identity = checkpoint.identity_of(faulty, shapes)
+  assert (identity['faults.byzantine'], identity['faults.behaviour']) == (0.3, 'sign_flip')
+  assert not faulty.faults.dropout and faulty.faults.active() and not plain.faults.active()
+
+
+def test_list_shows_the_behaviours_and_their_fields():
+  text = catalog.render('faults')
+  assert text.splitlines()[0] == 'faults (faults.behaviour; fields under faults)'
+  assert [c.name for c in catalog.section('faults').choices] == [
+      'scale', 'sign_flip', 'gaussian', 'nan']
+  assert 'factor: 100.0  # scale: the update is multiplied by this.' in text
+  assert 'dropout: 0.0    # Fraction of each round' in text
+
+
+def test_faults_are_refused_with_clients_in_the_tflite_interpreter(capsys, tmp_path):
+  with pytest.raises(SystemExit) as exit_info:
+    cli.main(['run', _CONFIG, '--set', 'faults.byzantine=0.3', '--set',
+              'fl.client_runtime=tflite', '--out', str(tmp_path)])
+  assert exit_info.value.code == 2
+  assert capsys.readouterr().err == (
+      'tff-noisy: error: faults: simulated faults run in the TFF client work; they are not '
+      'available with fl.client_runtime: tflite (use tff)\n')

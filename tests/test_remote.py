@@ -1,0 +1,335 @@
+"""Remote execution on loopback TFF workers: `tff-noisy worker`, `--workers`, the split
+context, a worker lost mid-run and resume.
+
+Every worker a test starts is stopped by the test (`_workers` fixture, `_stop`). The fast
+tier splits a small federated computation across two workers; the slow tier trains
+through the driver (FedAvg, MaskedOptim's per-client label logits) and compares with the
+local run of the same seed.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import portpicker
+import pytest
+
+from experiments import run as cli
+from tff_noisy import config as config_lib
+from tff_noisy import remote
+from tff_noisy import tff_runtime
+from tff_noisy import workers
+from tff_noisy.simulation import checkpoint
+from tff_noisy.simulation import driver
+from tff_noisy.simulation import results as results_lib
+
+tff = tff_runtime.import_tff()
+_ROOT = os.path.join(os.path.dirname(__file__), '..')
+_DEMO = os.path.join(_ROOT, 'experiments', 'configs', 'demo.yaml')
+
+
+def _start_worker(port: int):
+  """A worker_binary on ``port``, answering."""
+  process = tff_runtime.WorkerPopen([workers.worker_binary(), f'--port={port}'],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+  if workers.unanswered([f'127.0.0.1:{port}'], timeout=30):
+    _stop(process)
+    raise RuntimeError(f'worker on port {port} did not start')
+  return process
+
+
+def _stop(process) -> None:
+  if process.poll() is None:
+    process.kill()
+    process.wait()
+
+
+class _Workers:
+  """Loopback workers started by one test; ``restart(i)`` starts a fresh one on the port."""
+
+  def __init__(self, count: int):
+    self.ports = [portpicker.pick_unused_port() for _ in range(count)]
+    self.processes = []
+    for port in self.ports:
+      self.processes.append(_start_worker(port))
+
+  @property
+  def addresses(self):
+    return [f'127.0.0.1:{port}' for port in self.ports]
+
+  def kill(self, i: int) -> None:
+    _stop(self.processes[i])
+
+  def restart(self, i: int) -> None:
+    self.processes[i] = _start_worker(self.ports[i])
+
+  def stop_all(self) -> None:
+    for process in self.processes:
+      _stop(process)
+
+
+@pytest.fixture
+def two_workers():
+  started = _Workers(2)
+  try:
+    yield started
+  finally:
+    started.stop_all()
+
+
+# --- --workers and `tff-noisy worker` ------------------------------------------------------
+
+@pytest.mark.parametrize('text, message', [
+    ('localhost', "--workers: 'localhost' is not host:port"),
+    ('10.0.0.2:7000,', "--workers: '' is not host:port"),
+    (':7000', "--workers: ':7000' is not host:port"),
+    ('host:http', "--workers: 'host:http' is not host:port"),
+    ('host:0', "--workers: 'host:0': port 0 is not in 1-65535"),
+    ('host:70000', "--workers: 'host:70000': port 70000 is not in 1-65535"),
+    ('a:1, a:1', "--workers: 'a:1' is named twice"),
+])
+def test_bad_workers_are_one_error_line_naming_the_entry(capsys, tmp_path, text, message):
+  assert workers.parse_workers(' 10.0.0.2:7000 ,[::1]:7001') == ['10.0.0.2:7000',
+                                                                 '[::1]:7001']
+  with pytest.raises(SystemExit) as exit_info:
+    cli.main(['run', _DEMO, '--out', str(tmp_path / 'run'), '--workers', text])
+  assert exit_info.value.code == 2
+  err = capsys.readouterr().err
+  assert err.startswith(f'tff-noisy: error: {message}') and err.count('\n') == 1, err
+  assert not (tmp_path / 'run').exists()
+
+
+def test_clients_in_the_tflite_interpreter_cannot_use_workers(tmp_path):
+  config = config_lib.load(_DEMO, ['fl.client_runtime=tflite'])
+  with pytest.raises(config_lib.ConfigError, match="--workers: with fl.client_runtime: "
+                     "tflite the clients train in this machine's TFLite interpreter"):
+    driver.run_experiment(config, str(tmp_path / 'run'), workers=['127.0.0.1:7000'])
+  assert not (tmp_path / 'run').exists()
+
+
+def test_an_unreachable_worker_is_named_within_seconds(tmp_path, tmp_cache, two_workers):
+  silent = f'127.0.0.1:{portpicker.pick_unused_port()}'
+  config = config_lib.load(_DEMO, ['fl.rounds=1'])
+  began = time.monotonic()
+  with pytest.raises(workers.WorkersError,
+                     match=f'--workers: no TFF worker answers at {silent} '
+                           r'\(waited 5 s\); start one'):
+    driver.run_experiment(config, str(tmp_path / 'run'),
+                          workers=[two_workers.addresses[0], silent])
+  assert time.monotonic() - began < 10
+  assert not os.path.exists(tmp_path / 'run' / 'checkpoints')
+  assert not tmp_cache.exists()  # Before the data was built.
+
+
+@pytest.mark.parametrize('sig', [signal.SIGTERM, signal.SIGINT])
+def test_worker_command_serves_until_a_signal(sig):
+  port = portpicker.pick_unused_port()
+  command = subprocess.Popen([sys.executable, '-m', 'experiments.run', 'worker', '--port',
+                              str(port)], cwd=_ROOT, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+  worker_pid = None
+  try:
+    line = command.stdout.readline()
+    assert f'listening on port {port}' in line, line + command.stderr.read()
+    worker_pid = int(line.split('(pid ')[1].split(')')[0])
+    assert workers.unanswered([f'127.0.0.1:{port}']) == []
+    command.send_signal(sig)
+    out, err = command.communicate(timeout=20)
+    assert command.returncode == 0, err
+    assert 'stopped' in out
+    assert not os.path.exists(f'/proc/{worker_pid}')  # Reaped: gone, not a zombie.
+  finally:
+    _stop(command)
+    if worker_pid and os.path.exists(f'/proc/{worker_pid}'):
+      os.kill(worker_pid, signal.SIGKILL)
+
+
+def test_worker_command_refuses_a_port_in_use(capsys, two_workers):
+  with pytest.raises(SystemExit) as exit_info:
+    cli.main(['worker', '--port', str(two_workers.ports[0])])
+  assert exit_info.value.code == 2
+  assert f'worker: port {two_workers.ports[0]} is in use' in capsys.readouterr().err
+
+
+# --- the split context -------------------------------------------------------------------
+
+@tff.tensorflow.computation(np.float32, np.float32)
+def _scaled(value, scale):
+  return value * scale
+
+
+@tff.federated_computation(tff.FederatedType(np.float32, tff.SERVER),
+                           tff.FederatedType(np.float32, tff.CLIENTS))
+def _scale_and_sum(scale, values):
+  """A round in miniature: broadcast, client work, one aggregation, clients' results."""
+  scaled = tff.federated_map(_scaled, (values, tff.federated_broadcast(scale)))
+  return tff.federated_sum(scaled), scaled
+
+
+@tff.tensorflow.computation(np.float32, np.float32)
+def _minus(value, mean):
+  return value - mean
+
+
+@tff.federated_computation(tff.FederatedType(np.float32, tff.CLIENTS))
+def _centred_sum(values):
+  """Two dependent aggregations: not in TFF's mergeable form."""
+  mean = tff.federated_mean(values)
+  return tff.federated_sum(tff.federated_map(_minus, (values, tff.federated_broadcast(mean))))
+
+
+def test_clients_are_split_across_workers_with_the_local_result(two_workers, monkeypatch):
+  local = _scale_and_sum(2.0, [1.0, 2.0, 3.0, 4.0, 5.0])
+  called = []
+  real_invoke = remote._invoke_once
+
+  async def recording_invoke(context, comp, arg):
+    called.append(context.address)
+    return await real_invoke(context, comp, arg)
+
+  monkeypatch.setattr(remote, '_invoke_once', recording_invoke)
+  with remote.on_workers(two_workers.addresses, 'the test') as runtime:
+    split = _scale_and_sum(2.0, [1.0, 2.0, 3.0, 4.0, 5.0])
+  assert runtime == {'workers': two_workers.addresses}
+  assert split[0] == local[0] == 30.0 and list(split[1]) == list(local[1])
+  assert set(called) == set(two_workers.addresses)
+  assert _scale_and_sum(1.0, [1.0]) == (1.0, [1.0])  # The local context is back.
+
+
+def test_a_lost_worker_is_named_not_waited_for(two_workers):
+  with remote.on_workers(two_workers.addresses, 'the test'):
+    _scale_and_sum(1.0, [1.0, 2.0])
+    two_workers.kill(1)
+    began = time.monotonic()
+    with pytest.raises(workers.WorkerLost) as lost:
+      _scale_and_sum(1.0, [1.0, 2.0])
+  assert time.monotonic() - began < 15
+  assert lost.value.workers == [two_workers.addresses[1]]
+  assert f'TFF worker {two_workers.addresses[1]} stopped answering (' in str(lost.value)
+  assert 'continue with --resume' in str(lost.value)
+
+
+def test_a_computation_not_in_mergeable_form_is_a_clear_error(two_workers):
+  with remote.on_workers(two_workers.addresses, 'method.name x with fl.aggregator y'):
+    with pytest.raises(remote.NotMergeable,
+                       match=r'--workers: method.name x with fl.aggregator y cannot run on '
+                             r'remote workers: .* \(\w+Error: .+\); run it without --workers'):
+      _centred_sum([1.0, 2.0, 3.0])
+
+
+# --- training through the driver (slow) ----------------------------------------------------
+
+def _config(method='fedavg', rounds=3, *extra):
+  """The demo config, small: 6 clients, 3 a round (split 2 + 1 over two workers)."""
+  return config_lib.load(_DEMO, [f'fl.rounds={rounds}', 'partition.num_clients=6',
+                                 f'method.name={method}', 'method.params={}', *extra])
+
+
+def _assert_same_run(run_dir, reference_dir, atol=1e-5):
+  ours, reference = results_lib.load(run_dir), results_lib.load(reference_dir)
+  assert [r['clients'] for r in ours['rounds']] == [r['clients'] for r in reference['rounds']]
+  for key in ('train_loss', 'test_accuracy'):
+    np.testing.assert_allclose([r[key] for r in ours['rounds']],
+                               [r[key] for r in reference['rounds']], atol=atol)
+  for mine, theirs in zip(results_lib.load_final_weights(run_dir),
+                          results_lib.load_final_weights(reference_dir)):
+    np.testing.assert_allclose(mine, theirs, atol=atol)
+
+
+@pytest.fixture(scope='module')
+def fedavg_reference(tmp_path_factory):
+  """A local FedAvg run of ``_config()``: what every remote run must reproduce."""
+  out = str(tmp_path_factory.mktemp('local') / 'fedavg')
+  cache = str(tmp_path_factory.mktemp('cache'))
+  with pytest.MonkeyPatch.context() as patch:
+    patch.setenv('TFF_NOISY_CACHE', cache)
+    driver.run_experiment(_config(), out, progress=False)
+  return out, cache
+
+
+@pytest.fixture
+def reference_cache(fedavg_reference, monkeypatch):
+  monkeypatch.setenv('TFF_NOISY_CACHE', fedavg_reference[1])
+  return fedavg_reference[0]
+
+
+@pytest.mark.slow
+def test_fedavg_on_two_workers_equals_the_local_run(tmp_path, reference_cache, two_workers):
+  out = str(tmp_path / 'remote')
+  driver.run_experiment(_config(), out, progress=False, workers=two_workers.addresses)
+  _assert_same_run(out, reference_cache)
+  results = results_lib.load(out)
+  assert results['runtime'] == {'workers': two_workers.addresses}
+  assert results_lib.load(reference_cache)['runtime'] == {}
+
+
+@pytest.mark.slow
+def test_client_state_on_two_workers_equals_the_local_run(tmp_path, tmp_cache, two_workers):
+  """MaskedOptim: per-client label logits come back from the workers each round."""
+  config = _config('maskedoptim', 3, 'method.params={warmup_rounds: 1}')
+  driver.run_experiment(config, str(tmp_path / 'local'), progress=False)
+  driver.run_experiment(config, str(tmp_path / 'remote'), progress=False,
+                        workers=two_workers.addresses)
+  _assert_same_run(str(tmp_path / 'remote'), str(tmp_path / 'local'))
+  ours, reference = (np.load(tmp_path / name / 'checkpoints' / 'round_00003' /
+                             'client_state.npz') for name in ('remote', 'local'))
+  assert any(key.endswith('/objective.label_logits') for key in reference.files)
+  assert sorted(ours.files) == sorted(reference.files)
+  for key in reference.files:
+    np.testing.assert_allclose(ours[key], reference[key], atol=1e-5, err_msg=key)
+
+
+@pytest.mark.slow
+def test_a_worker_dying_mid_run_stops_resumably(tmp_path, reference_cache, two_workers,
+                                                monkeypatch):
+  out = str(tmp_path / 'remote')
+  real_save = checkpoint.save
+
+  def kill_after_round_1(directory, round_num, *args, **kwargs):
+    real_save(directory, round_num, *args, **kwargs)
+    if round_num == 1:
+      two_workers.kill(0)
+
+  monkeypatch.setattr(checkpoint, 'save', kill_after_round_1)
+  with pytest.raises(workers.WorkerLost) as lost:
+    driver.run_experiment(_config(), out, progress=False, workers=two_workers.addresses)
+  assert lost.value.workers == [two_workers.addresses[0]]
+  monkeypatch.setattr(checkpoint, 'save', real_save)
+  saved = sorted(os.listdir(os.path.join(out, 'checkpoints')))
+  assert saved == ['round_00001']  # Every completed round, though checkpoint_every is 10.
+  two_workers.restart(0)
+  driver.run_experiment(_config(), out, resume=True, progress=False,
+                        workers=two_workers.addresses)
+  _assert_same_run(out, reference_cache)
+
+
+@pytest.mark.slow
+def test_a_remote_run_killed_and_resumed_gives_the_uninterrupted_result(
+    tmp_path, reference_cache, two_workers):
+  out = str(tmp_path / 'remote')
+  command = [sys.executable, '-m', 'experiments.run', 'run', _DEMO, '--out', out,
+             '--workers', ','.join(two_workers.addresses)]
+  for setting in ('fl.rounds=3', 'partition.num_clients=6', 'method.name=fedavg',
+                  'method.params={}'):
+    command += ['--set', setting]
+  run = subprocess.Popen(command, cwd=_ROOT, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+  first = os.path.join(out, 'checkpoints', 'round_00001')
+  try:
+    deadline = time.monotonic() + 900
+    while not os.path.exists(first) and run.poll() is None and time.monotonic() < deadline:
+      time.sleep(0.2)
+    assert os.path.exists(first), 'the run wrote no checkpoint'
+    run.send_signal(signal.SIGKILL)
+    run.wait()
+  finally:
+    _stop(run)
+  done = json.load(open(os.path.join(out, 'checkpoints', sorted(
+      os.listdir(os.path.join(out, 'checkpoints')))[-1], 'meta.json')))['round']
+  assert done < 3, 'the run finished before it was killed'
+  driver.run_experiment(_config(), out, resume=True, progress=False,
+                        workers=two_workers.addresses)
+  _assert_same_run(out, reference_cache)

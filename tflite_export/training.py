@@ -1,0 +1,331 @@
+"""The client's round as a TFLite model with training signatures (on-device federated clients).
+
+``build_training_module`` wraps a Keras model in a ``tf.Module`` whose ``tf.function``
+signatures are one client's local training, with the same maths as the TFF client work
+(``tff_noisy.federated.client_work.build_local_training``):
+
+- ``restore(w000, w001, ...)``: receive the broadcast global model (trainable then
+  non-trainable variables, ``tff.learning.models.ModelWeights`` order). Also keeps a copy
+  (FedProx's proximal centre and the update's reference), starts the client optimiser's
+  state afresh (as every TFF round does) and clears the round's counters.
+- ``prologue(x, y, corrected)`` (forward-correction objectives only): the objective's
+  prologue on the device: the received model in inference mode over the client's whole
+  local set, then the client's own transition matrix Q^k (FedEFC's confident joint or
+  Patrini's anchors, the same TF code as the simulation) when the server's ``corrected``
+  phase is 1, else cross-entropy. Returns the matrix and the received model's accuracy.
+  ``set_matrix(matrix, corrected)`` sets them directly instead.
+- ``train(x, y, aggregation_weight)``: one optimiser step on a batch: the objective's
+  mean per-example loss plus the model's regularisation losses, FedProx's proximal
+  gradient ``mu (w - w_restored)`` and the coupled ``weight_decay * w``, stepped by the
+  run's ``tff.learning.optimizers`` optimiser itself (its ``next``, on state held in
+  variables). ``aggregation_weight`` is the per-example weight (ones unless the method
+  weights clients, e.g. NA-FedAvg's ``1 - n_hat``). Returns the mean loss, the summed
+  per-example loss and the number of correct predictions.
+- ``upload()``: what the client sends: ``u000, ...`` = restored - trained (every variable)
+  and ``update_weight`` = sum of ``aggregation_weight`` over the round's ``train`` calls /
+  ``local_epochs``, zeros and weight 0 when the update has a non-finite value (as TFF's
+  client work), plus ``non_finite`` and ``num_examples``.
+- ``parameters()``: the local model's variables ``w000, ...``; ``infer(x)``: logits.
+
+A round on a device: ``restore`` -> [``prologue``] -> ``local_epochs`` passes of ``train``
+over its batches -> ``upload``. The model converts with TFLite builtins plus select TF ops
+and resource variables, so only a runtime that links the select-TF-ops (Flex) delegate
+runs ``train``: the full TensorFlow pip's ``tf.lite.Interpreter`` or Android with the
+``tensorflow-lite-select-tf-ops`` library; ``tflite-runtime``/LiteRT alone run ``infer``
+only (``RUNTIME_NOTE``).
+"""
+
+import re
+from typing import Callable, Optional
+
+import tensorflow as tf
+
+from tff_noisy.errors import ConfigError
+from tff_noisy.federated.objectives import forward_correction
+from tff_noisy.federated.objectives.base import ClientObjective
+from tff_noisy.ops import losses
+from tff_noisy.ops import transition_tf
+
+RUNTIME_NOTE = (
+    'needs a TFLite runtime with the select-TF-ops (Flex) delegate: the full TensorFlow '
+    "pip's tf.lite.Interpreter, or Android with org.tensorflow:tensorflow-lite-select-tf-ops "
+    "beside tensorflow-lite; tflite-runtime / LiteRT alone run only 'infer' (checked on "
+    'TF 2.14: tflite-runtime 2.14 and ai-edge-litert 2.3)')
+AGGREGATION_WEIGHT_KEY = 'aggregation_weight'  # As client_work's (no TFF import here).
+SIGNATURES = ('restore', 'train', 'upload', 'parameters', 'infer')
+FC_SIGNATURES = ('prologue', 'set_matrix')
+
+
+def weight_name(i: int) -> str:
+  return f'w{i:03d}'
+
+
+def update_name(i: int) -> str:
+  return f'u{i:03d}'
+
+
+def check_objective(objective: ClientObjective) -> None:
+  """Raises ConfigError unless the objective's client side can run on a device.
+
+  Supported: cross-entropy (FedAvg, NA-FedAvg, NNC, FedDS clients), FedProx's proximal
+  term and forward correction with a per-client matrix (FedEFC, forward_correction).
+  """
+  name = type(objective).__name__
+  if objective.trainable_state:
+    raise ConfigError(
+        f'objective {name} cannot be exported for on-device training: it trains '
+        f'per-example client state {objective.trainable_state!r} (per-sample label '
+        'logits updated by update_rows) beside the model; supported: cross-entropy '
+        '(FedAvg, NA-FedAvg, FedDS), FedProx and forward correction (FedEFC)')
+  if objective.uses_features:
+    raise ConfigError(
+        f'objective {name} cannot be exported for on-device training: its loss reads '
+        "the model's penultimate features and per-example dataset fields (LSC's "
+        'K-similarity embeddings); supported: cross-entropy (FedAvg, NA-FedAvg, FedDS), '
+        'FedProx and forward correction (FedEFC)')
+  if type(objective) not in (ClientObjective, forward_correction.ForwardCorrectionObjective):
+    raise ConfigError(
+        f'objective {name} cannot be exported for on-device training: no on-device '
+        'prologue/epilogue for it; supported: cross-entropy (FedAvg, NA-FedAvg, FedDS), '
+        'FedProx and forward correction (FedEFC)')
+
+
+def _signature(name: str, body: Callable, input_signature: list):
+  """``tf.function(body)`` named ``name``: the TFLite signature key is the function's name."""
+
+  def function(*args):
+    return body(*args)
+
+  function.__name__ = name
+  return tf.function(function, input_signature=input_signature)
+
+
+def _variables(model):
+  return list(model.trainable_variables) + list(model.non_trainable_variables)
+
+
+class TrainingModule(tf.Module):
+  """One client's local training on ``model`` (see the module docstring)."""
+
+  def __init__(self, model: tf.keras.Model, objective: ClientObjective, optimizer, *,
+               local_epochs: int = 1, weight_decay: float = 0.0,
+               training_forward: bool = True):
+    super().__init__(name='client')
+    check_objective(objective)
+    self.model = model
+    self.objective = objective
+    self.optimizer = optimizer
+    self.local_epochs = int(local_epochs)
+    self.weight_decay = float(weight_decay)
+    # False: the forward pass in training runs in inference mode (no dropout): only for
+    # checking parity of a dropout model, whose random masks cannot match TFF's.
+    self.training_forward = bool(training_forward)
+    self.trainable = list(model.trainable_variables)
+    self.all_variables = _variables(model)
+    self.received = [tf.Variable(v, trainable=False, name=f'received_{i}')
+                     for i, v in enumerate(self.all_variables)]
+    self._trainable_specs = tuple(tf.TensorSpec(v.shape, v.dtype) for v in self.trainable)
+    self.opt_state = tf.nest.map_structure(
+        lambda t: tf.Variable(t, trainable=False),
+        optimizer.initialize(self._trainable_specs))
+    self.weight_sum = tf.Variable(0.0, trainable=False, name='weight_sum')
+    self.num_examples = tf.Variable(0, dtype=tf.int32, trainable=False, name='num_examples')
+    self.is_forward = isinstance(objective, forward_correction.ForwardCorrectionObjective)
+    if self.is_forward:
+      self.num_classes = objective.num_classes
+      self.matrix = tf.Variable(tf.eye(self.num_classes), trainable=False, name='matrix')
+      self.corrected = tf.Variable(0, dtype=tf.int32, trainable=False, name='corrected')
+    input_shape = tuple(model.inputs[0].shape[1:])
+    x_spec = tf.TensorSpec([None, *input_shape], tf.float32, name='x')
+    y_spec = tf.TensorSpec([None], tf.int32, name='y')
+    w_spec = tf.TensorSpec([None], tf.float32, name=AGGREGATION_WEIGHT_KEY)
+    self.weight_specs = [tf.TensorSpec(v.shape, v.dtype, name=weight_name(i))
+                         for i, v in enumerate(self.all_variables)]
+    self.restore = _signature('restore', self._restore, self.weight_specs)
+    self.train = _signature('train', self._train, [x_spec, y_spec, w_spec])
+    self.upload = _signature('upload', self._upload, [])
+    self.parameters = _signature('parameters', self._parameters, [])
+    self.infer = _signature('infer', self._infer, [x_spec])
+    if self.is_forward:
+      self.prologue = _signature('prologue', self._prologue, [
+          x_spec, y_spec, tf.TensorSpec([], tf.int32, name='corrected')])
+      self.set_matrix = _signature('set_matrix', self._set_matrix, [
+          tf.TensorSpec([self.num_classes, self.num_classes], tf.float32, name='matrix'),
+          tf.TensorSpec([], tf.int32, name='corrected')])
+
+  def signatures(self) -> dict:
+    names = SIGNATURES + (FC_SIGNATURES if self.is_forward else ())
+    return {name: getattr(self, name).get_concrete_function() for name in names}
+
+  # The signatures' bodies.
+
+  def _restore(self, *weights):
+    for variable, received, value in zip(self.all_variables, self.received, weights):
+      variable.assign(value)
+      received.assign(value)
+    tf.nest.map_structure(lambda v, t: v.assign(t), self.opt_state,
+                          self.optimizer.initialize(self._trainable_specs))
+    self.weight_sum.assign(0.0)
+    self.num_examples.assign(0)
+    if self.is_forward:
+      self.matrix.assign(tf.eye(self.num_classes))
+      self.corrected.assign(0)
+    return {'restored': tf.constant(len(weights), tf.int32)}
+
+  def _context_and_hparams(self):
+    if not self.is_forward:
+      return {}, {}
+    return {'matrix': self.matrix.read_value()}, {'corrected': self.corrected.read_value()}
+
+  def _train(self, x, y, aggregation_weight):
+    context, hparams = self._context_and_hparams()
+    batch = {'x': x, 'y': y}
+    with tf.GradientTape() as tape:
+      logits = self.model(x, training=self.training_forward)
+      per_example = self.objective.loss(batch, logits, None, context, hparams, None)
+      loss = tf.reduce_mean(per_example)
+      if self.model.losses:
+        loss += tf.add_n(self.model.losses)
+    grads = tape.gradient(loss, self.trainable)
+    if self.objective.proximal_strength:
+      initial = [r.read_value() for r in self.received[:len(self.trainable)]]
+      grads = [g + p for g, p in zip(grads, losses.proximal_gradients(
+          self.trainable, initial, self.objective.proximal_strength))]
+    if self.weight_decay:
+      grads = [g + self.weight_decay * w for g, w in zip(grads, self.trainable)]
+    state = tf.nest.map_structure(lambda v: v.read_value(), self.opt_state)
+    state, new_trainable = self.optimizer.next(
+        state, tuple(v.read_value() for v in self.trainable), tuple(grads))
+    tf.nest.map_structure(lambda v, t: v.assign(t), self.opt_state, state)
+    for variable, value in zip(self.trainable, new_trainable):
+      variable.assign(value)
+    self.weight_sum.assign_add(tf.reduce_sum(aggregation_weight))
+    self.num_examples.assign_add(tf.shape(y)[0])
+    predicted = tf.argmax(logits, axis=-1, output_type=tf.int32)
+    correct = tf.reduce_sum(tf.cast(tf.equal(predicted, y), tf.float32))
+    return {'loss': loss, 'loss_sum': tf.reduce_sum(per_example), 'correct': correct}
+
+  def _upload(self):
+    update = [r - v for r, v in zip(self.received, self.all_variables)]
+    finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(u)) for u in update])
+    update = [tf.where(finite, u, tf.zeros_like(u)) for u in update]
+    outputs = {update_name(i): u for i, u in enumerate(update)}
+    outputs['update_weight'] = tf.where(finite, self.weight_sum / float(self.local_epochs),
+                                        0.0)
+    outputs['non_finite'] = tf.cast(tf.logical_not(finite), tf.int32)
+    outputs['num_examples'] = self.num_examples.read_value()
+    return outputs
+
+  def _parameters(self):
+    return {weight_name(i): v.read_value() for i, v in enumerate(self.all_variables)}
+
+  def _infer(self, x):
+    return {'logits': self.model(x, training=False)}
+
+  def _prologue(self, x, y, corrected):
+    logits = self.model(x, training=False)
+    labels = tf.cast(y, tf.int64)
+    hits = tf.cast(tf.equal(tf.argmax(logits, axis=1), labels), tf.float32)
+    accuracy = tf.reduce_sum(hits) / tf.maximum(tf.cast(tf.size(hits), tf.float32), 1.0)
+    estimated, matrix, clipped = tf.cond(
+        tf.equal(corrected, 1),
+        lambda: self._estimate(tf.nn.softmax(logits), labels),
+        lambda: (tf.eye(self.num_classes), tf.eye(self.num_classes), tf.constant(0.0)))
+    self.matrix.assign(matrix)
+    self.corrected.assign(corrected)
+    return {'matrix': matrix, 'estimated': estimated, 'received_accuracy': accuracy,
+            'matrix_clipped_columns': clipped}
+
+  def _estimate(self, probs, labels):
+    """``ForwardCorrectionObjective.estimate`` but the singular flag (its SVD is no
+    TFLite op, builtin or select): ``(estimate, applied matrix, clipped columns)``; the
+    estimate before prior compensation is what ``is_singular`` reads (host side)."""
+    objective = self.objective
+    if objective.estimator == 'anchor':
+      estimated = transition_tf.anchor_transition_matrix(probs, objective.anchor_percentile)
+      clipped = tf.constant(0.0)
+    else:
+      counts = transition_tf.confident_joint(probs, labels, self.num_classes)
+      clipped = tf.reduce_sum(tf.cast(tf.linalg.diag_part(counts) < 1.0, tf.float32))
+      estimated = transition_tf.normalise_counts(counts, objective.normalise)
+    matrix = estimated
+    if objective.prior_comp:
+      matrix = transition_tf.compensate_prior(
+          estimated, transition_tf.class_prior(labels, self.num_classes))
+    return estimated, matrix, clipped
+
+  def _set_matrix(self, matrix, corrected):
+    self.matrix.assign(matrix)
+    self.corrected.assign(corrected)
+    return {'matrix': self.matrix.read_value()}
+
+
+def build_training_module(model: tf.keras.Model, objective: Optional[ClientObjective],
+                          optimizer, *, local_epochs: int = 1, weight_decay: float = 0.0,
+                          training_forward: bool = True) -> TrainingModule:
+  """A ``TrainingModule`` on ``model`` (its current weights are the initial ones)."""
+  return TrainingModule(model, objective or ClientObjective(), optimizer,
+                        local_epochs=local_epochs, weight_decay=weight_decay,
+                        training_forward=training_forward)
+
+
+def convert_training_module(module: TrainingModule) -> bytes:
+  """The module as a TFLite flatbuffer: builtins + select TF ops, resource variables.
+
+  Raises:
+    ConfigError: the converter refuses an op (its message names it).
+  """
+  signatures = module.signatures()
+  converter = tf.lite.TFLiteConverter.from_concrete_functions(
+      list(signatures.values()), module)
+  converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS,
+                                         tf.lite.OpsSet.SELECT_TF_OPS]
+  converter.experimental_enable_resource_variables = True
+  try:
+    return converter.convert()
+  except Exception as e:  # pylint: disable=broad-except (the converter's own errors)
+    raise ConfigError(f'model {module.model.name!r} with objective '
+                      f'{type(module.objective).__name__} cannot be exported for '
+                      f'on-device training: {_refused_ops(str(e))}') from None
+
+
+def _refused_ops(message: str) -> str:
+  """The converter's refusal in one line: the ops it names, else its last line."""
+  found = re.findall(r'(?:Custom ops|ops that can be supported by the flex runtime[^:]*|'
+                     r'ops that need custom implementation[^:]*): ([^\n]+)', message)
+  if found:
+    return ('the TFLite converter found op(s) that are neither TFLite builtins nor select '
+            f'TF ops: {"; ".join(sorted(set(f.strip() for f in found)))}')
+  lines = [line.strip() for line in message.splitlines() if line.strip()]
+  return f'the TFLite converter refused it: {lines[-1] if lines else message}'
+
+
+def needs_select_ops(tflite_bytes: bytes) -> bool:
+  """True if some op needs the select-TF-ops (Flex) delegate (``convert.has_flex_ops``)."""
+  from tflite_export import convert  # pylint: disable=g-import-not-at-top
+  return convert.has_flex_ops(tflite_bytes)
+
+
+def runtime_requirement(tflite_bytes: bytes) -> dict:
+  """What runs the model's ``train``: the sidecar's ``runtime``."""
+  from tflite_export import convert  # pylint: disable=g-import-not-at-top
+  flex = sorted({n for n in convert.op_names(tflite_bytes) if n.startswith('Flex')})
+  if flex:
+    return {'select_tf_ops': True, 'flex_ops': flex,
+            'note': f'train {RUNTIME_NOTE}'}
+  return {'select_tf_ops': False, 'flex_ops': [],
+          'note': ('TFLite builtins and resource variables only: any TFLite runtime with '
+                   'resource-variable support runs every signature (the full TensorFlow '
+                   "pip's tf.lite.Interpreter, tflite-runtime, Android's tensorflow-lite); "
+                   'converted with select TF ops allowed, none was needed')}
+
+
+def describe_objective(objective: ClientObjective) -> dict:
+  """The objective the sidecar records."""
+  described = {'name': type(objective).__name__,
+               'proximal_strength': objective.proximal_strength}
+  if isinstance(objective, forward_correction.ForwardCorrectionObjective):
+    described.update(estimator=objective.estimator, normalise=objective.normalise,
+                     prior_comp=objective.prior_comp,
+                     anchor_percentile=objective.anchor_percentile)
+  return described
