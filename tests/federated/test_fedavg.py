@@ -134,6 +134,7 @@ def test_all_clients_non_finite_leaves_model_unchanged(process):
     np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.slow
 def test_aggregation_weight_sets_the_update_weight(weighted_process):
   tf.keras.utils.set_random_seed(4)
   model = _model_fn()
@@ -148,6 +149,7 @@ def test_aggregation_weight_sets_the_update_weight(weighted_process):
     np.testing.assert_allclose(got, 0.9 * a + 0.1 * b, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_fedprox_pulls_towards_global_model():
   x, y = _client(8, 64)
   spec = _dataset(x, y).element_spec

@@ -91,6 +91,7 @@ def test_type_signature(fedefc):
   assert names == ['matrix_singular', 'matrix_clipped_columns']
 
 
+@pytest.mark.slow
 def test_stage_one_is_fedavg_and_reports_the_received_accuracy(fedefc):
   tf.keras.utils.set_random_seed(0)
   model = _model_fn()

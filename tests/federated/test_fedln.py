@@ -31,6 +31,7 @@ def _dataset(seed, n):
   return tf.data.Dataset.from_tensor_slices(features).batch(8)
 
 
+@pytest.mark.slow
 def test_scoring_returns_global_and_trained_local_logits():
   data = [_dataset(1, 20), _dataset(2, 12)]
   setup = base.Setup(
@@ -77,6 +78,7 @@ def _validated(values):
   return config
 
 
+@pytest.mark.slow
 def test_fedln_run_estimates_noise_weights_clients_and_corrects_labels(tmp_path, tmp_cache):
   config = _fedln_config('fedln', k=10, pca_components=10, activation_round=2)
   results = driver.run_experiment(config, str(tmp_path / 'run'))

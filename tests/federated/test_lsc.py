@@ -106,6 +106,7 @@ def test_one_step_equals_ce_plus_lambda_times_the_numpy_term(lsc_process):
     np.testing.assert_allclose(w, want, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_the_term_changes_the_update_and_lambda_zero_is_fedavg(lsc_process, fedavg_process):
   tf.keras.utils.set_random_seed(2)
   model = _model_fn()
@@ -143,6 +144,7 @@ def _config(model='mlp', rounds=3, **params):
   return config
 
 
+@pytest.mark.slow
 def test_lsc_run_trains_and_reports_the_neighbour_purity(tmp_path, tmp_cache):
   config = _config(pca_components=8)
   results = driver.run_experiment(config, str(tmp_path / 'run'))
@@ -168,6 +170,7 @@ def test_purity_uses_the_true_labels_and_the_batches():
   assert small[1] == 6 * 3 * 2 + 2 * 1
 
 
+@pytest.mark.slow
 def test_classifier_architecture_is_independent_of_the_encoders(tmp_cache):
   config = _config(pca_components=8)
   data = federated_data.build_federated_data(config)

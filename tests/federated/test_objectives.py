@@ -104,6 +104,7 @@ def test_type_signature_carries_client_state(counting):
   assert str(state_in.member.rounds) == 'int32'
 
 
+@pytest.mark.slow
 def test_state_round_trip_counts_rounds_and_records_losses(counting):
   tf.keras.utils.set_random_seed(0)
   model = _model_fn()

@@ -106,6 +106,7 @@ def test_batchnorm_global_model_evaluates_like_keras(tmp_path, tmp_cache):
   assert results.final_accuracy == pytest.approx(keras_accuracy, abs=1e-6)
 
 
+@pytest.mark.slow
 def test_round_where_every_update_diverged_records_null_and_warns(tmp_path, tmp_cache,
                                                                   monkeypatch):
   real_build = federated_data.build_federated_data

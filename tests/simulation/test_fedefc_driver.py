@@ -33,6 +33,7 @@ def _switch_round(results):
   return results.rounds[-1]['prestop']['switch_round']
 
 
+@pytest.mark.slow
 def test_fedefc_switches_after_gamma_stale_rounds_and_reports_matrix_errors(tmp_path,
                                                                            tmp_cache):
   results = driver.run_experiment(_config(7), str(tmp_path / 'run'))

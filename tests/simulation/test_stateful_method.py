@@ -83,6 +83,7 @@ def _counters(store, client_ids):
   return {cid: int(store.get(cid, 'objective.rounds', -1)) for cid in client_ids}
 
 
+@pytest.mark.slow
 def test_only_sampled_clients_state_changes_and_phase_switches(tmp_path, tmp_cache, toy):
   results = driver.run_experiment(_config(4), str(tmp_path / 'run'))
   sampled = collections.Counter(cid for r in results.rounds for cid in r['clients'])

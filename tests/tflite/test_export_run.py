@@ -123,6 +123,7 @@ def test_cli(run_dir, tmp_path, capsys):
 
 @pytest.mark.skipif(shutil.which('espeak-ng') is None,
                     reason='espeak-ng not installed (apt-get install espeak-ng)')
+@pytest.mark.slow
 def test_audio_model_trained_on_keywords_converts_to_builtins():
   clips = keywords.synthesise(words=('yes', 'no'), voices=('en', 'en+f3'),
                               test_voices=('en+f3',), speeds=(140, 190),
