@@ -16,7 +16,9 @@ client of 128 examples:
   first one), and ``tff_first_call_s`` (with tracing);
 - ``parity``: |update_tflite - update_tff| / |update_tff| for that round. Models with
   dropout (``mnist_cnn``, ``audio``) are compared with every dropout rate set to 0 in both
-  (their random streams differ); the mlp is also measured with tanh.
+  (their random streams differ); the mlp is also measured with tanh. ``audio``'s ~4e-2 is
+  float32 rounding at ReLU and max-pool kinks, grown over the round's steps
+  (``benchmarks/audio_parity.py``).
 
 Weights are untrained (seeded init), inputs random (images in [0, 1), audio 0.1-std
 noise), labels random: latency and parity do not depend on them. The machine is shared

@@ -6,7 +6,7 @@
       [--resume | --overwrite] [--workers host:port,...]
   tff-noisy grid CONFIG.yaml --methods a,b --setting "k=v,k=v" ... --seeds 0,1 --out DIR
       [--resume | --overwrite] [--workers host:port,...]
-  tff-noisy worker --port P [--max-concurrent-calls N]   (a TFF worker for --workers)
+  tff-noisy worker --port P [--host 0.0.0.0] [--max-concurrent-calls N]   (a TFF worker)
   tff-noisy data build CONFIG.yaml [--set ...]
   tff-noisy export RUN_DIR --quantize none|float16|dynamic|int8 [--out F] [--verify]
   tff-noisy embed pretrain|evaluate --dataset NAME ...
@@ -239,7 +239,7 @@ def _plot(curves, path) -> None:
 
 
 def _cmd_worker(args) -> None:
-  workers.serve(args.port, args.max_concurrent_calls)
+  workers.serve(args.port, args.max_concurrent_calls, args.host)
 
 
 def _cmd_list(args) -> None:
@@ -328,6 +328,9 @@ def _parser() -> argparse.ArgumentParser:
                           'SIGINT or SIGTERM')
   worker.add_argument('--port', type=int, required=True,
                       help='TCP port to listen on (every interface)')
+  worker.add_argument('--host', default=workers.EVERY_INTERFACE[0],
+                      help='address to listen on: only every interface (0.0.0.0, the '
+                      'default) is possible, as TFF\'s worker binary takes no address')
   worker.add_argument('--max-concurrent-calls', type=int, default=-1, metavar='N',
                       help='most clients trained at once (default: no limit)')
   worker.set_defaults(func=_cmd_worker)

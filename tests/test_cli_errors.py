@@ -8,6 +8,7 @@ import pytest
 
 from experiments import run as cli
 from tff_noisy import config as config_lib
+from tff_noisy import methods
 from tff_noisy import simulation
 from tff_noisy.simulation import results as results_lib
 from tff_noisy.simulation import run_dir
@@ -155,3 +156,20 @@ def test_export_quantize_is_checked_before_importing_tensorflow(tmp_path):
   assert done.stdout.split() == ['exit', '2', 'False']
   assert done.stderr == ("tff-noisy: error: unknown quantize 'int4'; allowed: none, float16, "
                          'dynamic, int8\n')
+
+
+@pytest.mark.parametrize('method', ['{name: maskedoptim, params: {warmup_rounds: 5}}',
+                                    '{name: lsc}'])
+def test_a_method_that_cannot_train_on_devices_fails_before_tensorflow(tmp_path, method):
+  config = tmp_path / 'config.yaml'
+  config.write_text(f'data: {{dataset: digits, cache_dir: {tmp_path / "cache"}}}\n'
+                    f'method: {method}\nfl: {{rounds: 10}}\n')
+  done = subprocess.run([sys.executable, '-c', _MAIN, 'run', str(config), '--set',
+                         'fl.client_runtime=tflite', '--out', str(tmp_path / 'out')],
+                        capture_output=True, text=True, timeout=120)
+  assert done.stdout.split() == ['exit', '2', 'False']
+  assert sorted(os.listdir(tmp_path)) == ['config.yaml']  # No data, no run directory.
+  name = config_lib.load(str(config)).method.name
+  assert done.stderr == (
+      f"tff-noisy: error: fl.client_runtime: tflite, but method '{name}' cannot train on "
+      f'devices: {methods.METHODS[name].off_device}; {methods.device_support()}\n')

@@ -154,6 +154,15 @@ def test_worker_command_refuses_a_port_in_use(capsys, two_workers):
   assert f'worker: port {two_workers.ports[0]} is in use' in capsys.readouterr().err
 
 
+def test_worker_command_names_why_it_cannot_bind_one_address(capsys):
+  with pytest.raises(SystemExit) as exit_info:
+    cli.main(['worker', '--port', '7000', '--host', '127.0.0.1'])
+  assert exit_info.value.code == 2
+  err = capsys.readouterr().err
+  assert err.startswith("tff-noisy: error: --host: '127.0.0.1' cannot be honoured") and (
+      'every interface' in err and 'SSH tunnel' in err and err.count('\n') == 1), err
+
+
 # --- the split context -------------------------------------------------------------------
 
 @tff.tensorflow.computation(np.float32, np.float32)

@@ -268,8 +268,12 @@ class MethodSpec:
   algorithm: str  # 'module:Class' of its ``Method`` in tff_noisy.federated.algorithms.
   summary: str
   needs_public_split: bool = False
+  # Why its clients cannot train on devices (fl.client_runtime: tflite); '' if they can.
+  off_device: str = ''
 
 
+# The client objectives tflite_export/training.py runs on devices.
+DEVICE_OBJECTIVES = 'cross-entropy, FedProx and forward correction'
 _ALGORITHMS = 'tff_noisy.federated.algorithms.'
 METHODS = {
     'fedavg': MethodSpec(Params, _ALGORITHMS + 'fedavg:FedAvg', 'FedAvg (baseline)'),
@@ -287,7 +291,9 @@ METHODS = {
     'fedds_fedprox': MethodSpec(FedDSProxParams, _ALGORITHMS + 'fedds:FedDS',
                                 'FedDS over FedProx local training', needs_public_split=True),
     'lsc': MethodSpec(LSCParams, _ALGORITHMS + 'lsc:LSC',
-                      'LSC: local K-similarity contrastive term on a frozen encoder'),
+                      'LSC: local K-similarity contrastive term on a frozen encoder',
+                      off_device="its loss reads the model's penultimate features and "
+                      "per-example encoder embeddings (LSC's K-similarity objective)"),
     'fedefc': MethodSpec(FedEFCParams, _ALGORITHMS + 'fedefc:FedEFC',
                          'FedEFC: prestopping, then confident-joint forward correction'),
     'forward_correction': MethodSpec(
@@ -295,8 +301,16 @@ METHODS = {
         'Forward correction (Patrini anchors) after the FedEFC prestopping switch'),
     'maskedoptim': MethodSpec(
         MaskedOptimParams, _ALGORITHMS + 'maskedoptim:MaskedOptim',
-        'MaskedOptim: GMM noisy-client detection, masked end-to-end label correction'),
+        'MaskedOptim: GMM noisy-client detection, masked end-to-end label correction',
+        off_device='its objective trains per-example label logits beside the model'),
 }
+
+
+def device_support() -> str:
+  """What trains on devices (``fl.client_runtime: tflite``), for error messages."""
+  names = [name for name, spec in METHODS.items() if not spec.off_device]
+  return (f'supported on devices: the {DEVICE_OBJECTIVES} objectives (methods '
+          f'{", ".join(names)})')
 
 
 def param_names(name: str) -> tuple:
@@ -339,4 +353,8 @@ def validate(config) -> Params:
   if METHODS[config.method.name].needs_public_split and config.data.public_fraction <= 0:
     raise ConfigError(f"data.public_fraction: method '{config.method.name}' needs an "
                       'unlabelled public split; set it in (0, 1), e.g. 0.1 as in the paper')
+  off_device = METHODS[config.method.name].off_device
+  if config.fl.client_runtime == 'tflite' and off_device:
+    raise ConfigError(f"fl.client_runtime: tflite, but method '{config.method.name}' "
+                      f'cannot train on devices: {off_device}; {device_support()}')
   return params

@@ -99,17 +99,28 @@ def check_workers(addresses: Sequence[str], timeout: float = CONNECT_TIMEOUT) ->
         'start one on each machine with `tff-noisy worker --port PORT`')
 
 
-def serve(port: int, max_concurrent_calls: int = -1) -> None:
+# ``--host`` values that mean what the binary does: listen on every interface.
+EVERY_INTERFACE = ('0.0.0.0', '::', '*')
+
+
+def serve(port: int, max_concurrent_calls: int = -1, host: str = '0.0.0.0') -> None:
   """Runs a TFF worker on ``port`` (every interface) until SIGINT or SIGTERM.
 
   Args:
     port: TCP port, 1-65535.
     max_concurrent_calls: Most parallel calls of one computation (clients trained at
       once); 0 or less: no limit.
+    host: Only one of ``EVERY_INTERFACE``: the binary takes no address to bind.
 
   Raises:
-    UserError: a bad port, a port in use, or the worker exited by itself.
+    UserError: a bad port or host, a port in use, or the worker exited by itself.
   """
+  if host not in EVERY_INTERFACE:
+    raise errors.UserError(
+        f"--host: {host!r} cannot be honoured: TFF 0.87's worker_binary takes only a port "
+        f"and listens on every interface (--host {' | '.join(EVERY_INTERFACE)}); to keep "
+        'a worker private, open its port only to the driver (firewall) or reach it through '
+        'an SSH tunnel (README: Running on several machines)')
   if not 1 <= port <= 65535:
     raise errors.UserError(f'--port: {port} is not in 1-65535')
   _check_port_free(port)

@@ -40,6 +40,7 @@ from typing import Callable, Optional
 
 import tensorflow as tf
 
+from tff_noisy import methods
 from tff_noisy.errors import ConfigError
 from tff_noisy.federated.objectives import forward_correction
 from tff_noisy.federated.objectives.base import ClientObjective
@@ -68,26 +69,24 @@ def check_objective(objective: ClientObjective) -> None:
   """Raises ConfigError unless the objective's client side can run on a device.
 
   Supported: cross-entropy (FedAvg, NA-FedAvg, NNC, FedDS clients), FedProx's proximal
-  term and forward correction with a per-client matrix (FedEFC, forward_correction).
+  term and forward correction with a per-client matrix (FedEFC, forward_correction):
+  ``methods.DEVICE_OBJECTIVES``; each method's ``MethodSpec.off_device`` agrees.
   """
   name = type(objective).__name__
   if objective.trainable_state:
     raise ConfigError(
         f'objective {name} cannot be exported for on-device training: it trains '
         f'per-example client state {objective.trainable_state!r} (per-sample label '
-        'logits updated by update_rows) beside the model; supported: cross-entropy '
-        '(FedAvg, NA-FedAvg, FedDS), FedProx and forward correction (FedEFC)')
+        f'logits updated by update_rows) beside the model; {methods.device_support()}')
   if objective.uses_features:
     raise ConfigError(
         f'objective {name} cannot be exported for on-device training: its loss reads '
         "the model's penultimate features and per-example dataset fields (LSC's "
-        'K-similarity embeddings); supported: cross-entropy (FedAvg, NA-FedAvg, FedDS), '
-        'FedProx and forward correction (FedEFC)')
+        f'K-similarity embeddings); {methods.device_support()}')
   if type(objective) not in (ClientObjective, forward_correction.ForwardCorrectionObjective):
     raise ConfigError(
         f'objective {name} cannot be exported for on-device training: no on-device '
-        'prologue/epilogue for it; supported: cross-entropy (FedAvg, NA-FedAvg, FedDS), '
-        'FedProx and forward correction (FedEFC)')
+        f'prologue/epilogue for it; {methods.device_support()}')
 
 
 def _signature(name: str, body: Callable, input_signature: list):

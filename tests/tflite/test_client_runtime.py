@@ -5,10 +5,14 @@ import types
 import pytest
 
 from tff_noisy import config as config_lib
+from tff_noisy import methods
+from tff_noisy import validation
 from tff_noisy.config import ConfigError
+from tff_noisy.federated import algorithms
 from tff_noisy.federated.objectives import masked_optim
 from tff_noisy.simulation import device_clients
 from tff_noisy.simulation import driver
+from tflite_export import training
 
 
 def _config(cache, runtime, **fl):
@@ -66,6 +70,14 @@ def test_ten_rounds_on_digits_end_within_half_a_point(tmp_path):
 
 
 def test_a_method_that_cannot_train_on_devices_is_refused():
+  for name in ('maskedoptim', 'lsc'):  # Up front, with the config (before any data).
+    config = config_lib.from_dict({'data': {'dataset': 'digits'}, 'method': {'name': name},
+                                   'fl': {'rounds': 40, 'client_runtime': 'tflite'}})
+    with pytest.raises(ConfigError, match=f"^fl.client_runtime: tflite, but method '{name}' "
+                       'cannot train on devices: .*; supported on devices: the '
+                       'cross-entropy, FedProx and forward correction objectives '
+                       r'\(methods fedavg, fedprox, .*forward_correction\)$'):
+      validation.validate_experiment(config)
   process = types.SimpleNamespace(objective=masked_optim.MaskedOptimObjective(10))
   setup = types.SimpleNamespace(faults=False)
   with pytest.raises(ConfigError, match="MaskedOptimObjective cannot be exported for "
@@ -74,6 +86,18 @@ def test_a_method_that_cannot_train_on_devices_is_refused():
   with pytest.raises(ConfigError, match='fl.client_runtime: tflite does not simulate '
                      'faults'):
     device_clients.TFLiteClients(process, types.SimpleNamespace(faults=True))
+
+
+def test_the_registry_says_which_methods_train_on_devices():
+  """Each method's ``MethodSpec.off_device`` agrees with its objective's export check."""
+  setup = types.SimpleNamespace(num_classes=10)
+  for name, spec in methods.METHODS.items():
+    objective = algorithms.method_class(name).objective(spec.params(), setup)
+    if spec.off_device:
+      with pytest.raises(ConfigError, match='cannot be exported for on-device training'):
+        training.check_objective(objective)
+    else:
+      training.check_objective(objective)
 
 
 @pytest.mark.slow

@@ -2,12 +2,14 @@
 with the TFF client work, forward correction on the device, bad input."""
 
 import json
+from typing import NamedTuple
 
 import numpy as np
 import pytest
 import tensorflow as tf
 from sklearn import datasets as sk_datasets
 
+import models
 from tff_noisy.config import ConfigError
 from tff_noisy.federated import process as process_lib
 from tff_noisy.federated.objectives import forward_correction
@@ -59,13 +61,42 @@ def _convert(model_fn, objective, optimizer, **kwargs):
   return training.convert_training_module(module), model
 
 
-def _parity(digits, activation, optimizer, objective, *, epochs, weight_decay,
-            batch_size=16):
-  """Per-client relative update error |tflite - tff| / |tff| of one round."""
-  model_fn = lambda: _mlp(activation)
+def _without_dropout(name, shape):
+  """Zoo model ``name``'s builder with every dropout rate 0: TFLite's random stream is
+  not TF's, so dropout models are compared without dropout on both sides."""
+
+  def build():
+    model = models.build_model(name, shape, 10)
+    for layer in model.layers:
+      if isinstance(layer, tf.keras.layers.Dropout):
+        layer.rate = 0.0
+    return model
+
+  return build
+
+
+def _check_round_trip(client):
+  """``restore`` then ``parameters`` gives back exactly what was restored; returns it."""
+  rng = np.random.default_rng(0)
+  weights = [rng.normal(size=s).astype(np.float32) for s in client.weight_shapes]
+  client.restore(weights)
+  for got, want in zip(client.parameters(), weights):
+    np.testing.assert_array_equal(got, want)
+  return weights
+
+
+class _Parity(NamedTuple):
+  client: device_client.DeviceClient
+  model: tf.keras.Model  # With the round's initial weights.
+  errors: list  # Per client: |tflite - tff| / |tff| of the round's update.
+  variable_errors: list  # Per client: that error of each variable (ModelWeights order).
+
+
+def _parity(model_fn, clients, optimizer, objective=None, *, epochs=1, weight_decay=0.0,
+            batch_size=16) -> _Parity:
+  """One round of each ``(x, y)`` client in TFLite and in the TFF client work."""
   tflite_bytes, model = _convert(model_fn, objective, optimizer, local_epochs=epochs,
                                  weight_decay=weight_decay)
-  clients = _clients(digits)
   datasets = [driver.client_dataset(x, y, batch_size, seed) for seed, (x, y)
               in enumerate(clients)]
   process = process_lib.build_process(
@@ -77,33 +108,72 @@ def _parity(digits, activation, optimizer, objective, *, epochs, weight_decay,
   hparams = process.get_hparams(process.initialize())
   results, _, _ = process.train(weights, hparams, datasets, [()] * len(datasets))
   client = device_client.DeviceClient(tflite_bytes)
-  errors = []
+  errors, variable_errors = [], []
   for dataset, result, (x, _) in zip(datasets, results, clients):
     upload = client.run_round(_flat(weights), dataset.repeat(epochs))
     reference = _flat(result.update)
-    diff = np.sqrt(sum(np.sum((a - b)**2) for a, b in zip(upload.update, reference)))
-    norm = np.sqrt(sum(np.sum(b**2) for b in reference))
-    assert norm > 0
-    errors.append(diff / norm)
+    squared = [np.sum((a - b)**2) for a, b in zip(upload.update, reference)]
+    norms = [np.sum(b**2) for b in reference]
+    assert sum(norms) > 0
+    errors.append(np.sqrt(sum(squared) / sum(norms)))
+    variable_errors.append(np.sqrt(np.array(squared) / np.array(norms)))
     assert upload.update_weight == pytest.approx(float(result.update_weight))
     assert upload.update_weight == len(x) and upload.num_examples == epochs * len(x)
     assert not upload.non_finite
-  return errors
+  return _Parity(client, model, errors, variable_errors)
 
 
 def test_parity_tanh_sgdm_fedprox_weight_decay(digits):
-  errors = _parity(digits, 'tanh', tff.learning.optimizers.build_sgdm(0.1, 0.9),
-                   ClientObjective(proximal_strength=0.1), epochs=2, weight_decay=1e-3)
+  errors = _parity(lambda: _mlp('tanh'), _clients(digits),
+                   tff.learning.optimizers.build_sgdm(0.1, 0.9),
+                   ClientObjective(proximal_strength=0.1), epochs=2, weight_decay=1e-3).errors
   print('tanh sgdm+prox+wd relative update errors', errors)
   assert max(errors) < 1e-5
 
 
 @pytest.mark.slow
 def test_parity_tanh_adam(digits):
-  errors = _parity(digits, 'tanh', tff.learning.optimizers.build_adam(1e-2),
-                   ClientObjective(), epochs=1, weight_decay=0.0)
+  errors = _parity(lambda: _mlp('tanh'), _clients(digits),
+                   tff.learning.optimizers.build_adam(1e-2)).errors
   print('tanh adam relative update errors', errors)
   assert max(errors) < 1e-5
+
+
+@pytest.mark.slow
+def test_mnist_cnn_round_trip_and_parity():
+  """ReLU and max pools, dropout off: 1.8e-6 over a round of 4 steps (on_device.json)."""
+  rng = np.random.default_rng(0)
+  clients = [(rng.random((64, 28, 28, 1), np.float32), rng.integers(0, 10, 64))]
+  parity = _parity(_without_dropout('mnist_cnn', (28, 28, 1)), clients,
+                   tff.learning.optimizers.build_sgdm(0.05), batch_size=32)
+  print('mnist_cnn relative update error', parity.errors)
+  assert max(parity.errors) < 1e-4
+  _check_round_trip(parity.client)
+
+
+@pytest.mark.slow
+def test_audio_round_trip_and_parity():
+  """One ``train`` step of the audio model (in-model log-mel, dropout off) on noise.
+
+  Measured (``python -m benchmarks.audio_parity``, results/audio_parity.json): the forward
+  pass (RFFT front end included) and the dense head's update agree to ~1e-6; a step's
+  whole update to 1e-6..4e-4 over four batches of 8 (5e-3 at 32): float32 rounding puts a
+  few of the ~3.6M block-1 pre-ReLU values on the other side of 0 or changes a 2x2 max
+  pool's winner, which moves the gradients of the conv blocks upstream of it.
+  """
+  rng = np.random.default_rng(0)
+  x = (0.1 * rng.standard_normal((8, 16000))).astype(np.float32)
+  parity = _parity(_without_dropout('audio', (16000,)), [(x, rng.integers(0, 10, 8))],
+                   tff.learning.optimizers.build_sgdm(0.05), batch_size=8)
+  (errors,) = parity.variable_errors
+  print('audio relative update error', parity.errors, 'per variable', errors)
+  assert max(parity.errors) < 5e-3
+  np.testing.assert_array_less(errors[-2:], 1e-5)  # logits/kernel, logits/bias.
+  client, model = parity.client, parity.model
+  client.restore(model.get_weights())
+  np.testing.assert_allclose(client.infer(x), model(x, training=False).numpy(), rtol=1e-4,
+                             atol=1e-5)
+  _check_round_trip(client)
 
 
 def test_restore_parameters_round_trip_and_wrong_shapes(digits):
@@ -111,11 +181,7 @@ def test_restore_parameters_round_trip_and_wrong_shapes(digits):
   client = device_client.DeviceClient(tflite_bytes)
   assert client.weight_shapes == [tuple(v.shape) for v in model.trainable_variables]
   assert all(np.array_equal(a, b) for a, b in zip(client.parameters(), model.get_weights()))
-  rng = np.random.default_rng(0)
-  weights = [rng.normal(size=s).astype(np.float32) for s in client.weight_shapes]
-  client.restore(weights)
-  for got, want in zip(client.parameters(), weights):
-    np.testing.assert_array_equal(got, want)
+  weights = _check_round_trip(client)
   x, y = digits
   np.testing.assert_allclose(client.infer(x[:5]), _keras_logits(model, weights, x[:5]),
                              rtol=1e-5, atol=1e-5)
@@ -207,7 +273,6 @@ class _BuiltinsOnly:
 
 def test_small_cnn_needs_select_ops_and_says_which_runtime(digits):
   def small_cnn():
-    import models  # pylint: disable=g-import-not-at-top
     return models.build_model('small_cnn', _SHAPE, 10)
 
   tflite_bytes, model = _convert(small_cnn, None, tff.learning.optimizers.build_sgdm(0.1))
