@@ -37,6 +37,7 @@ from tflite_export import training
 tff = on_device.tff
 _OUT = pathlib.Path(__file__).parent / 'results' / 'audio_parity.json'
 _LR, _BATCH, _EXAMPLES = on_device._LR, on_device._BATCH, on_device._EXAMPLES
+_gap = on_device.relative_gap  # |got - want| / |want|: on_device.json's parity measure.
 _SMOOTH = {tf.keras.layers.ReLU: lambda: tf.keras.layers.Activation('tanh'),
            tf.keras.layers.MaxPooling2D: lambda: tf.keras.layers.AveragePooling2D(2),
            tf.keras.layers.GlobalMaxPooling2D: tf.keras.layers.GlobalAveragePooling2D}
@@ -57,12 +58,6 @@ def _smooth(model):
   smooth = tf.keras.models.clone_model(model, clone_function=clone)
   smooth.set_weights(model.get_weights())
   return smooth
-
-
-def _gap(got, want) -> float:
-  """|got - want| / |want| over lists of arrays."""
-  diff = sum(np.sum((np.float64(a) - b)**2) for a, b in zip(got, want))
-  return float(np.sqrt(diff / sum(np.sum(np.float64(b)**2) for b in want)))
 
 
 def _keras_steps(model, weights, batches) -> list:

@@ -78,6 +78,12 @@ def _inputs(shape, n):
   return x, rng.integers(0, 10, n)
 
 
+
+def relative_gap(got, want) -> float:
+  """|got - want| / |want| over lists of arrays (float64 sums): the parity measure."""
+  diff = sum(np.sum((np.float64(a) - b)**2) for a, b in zip(got, want))
+  return float(np.sqrt(diff / sum(np.sum(np.float64(b)**2) for b in want)))
+
 def _median(values):
   return float(np.median(values))
 
@@ -125,8 +131,6 @@ def measure(label: str) -> dict:
     results, _, _ = process.train(weights, hparams, [dataset], [()])
     tff_s.append(time.perf_counter() - began)
   reference = list(results[0].update.trainable) + list(results[0].update.non_trainable)
-  diff = np.sqrt(sum(np.sum((a - b)**2) for a, b in zip(upload.update, reference)))
-  norm = np.sqrt(sum(np.sum(b**2) for b in reference))
   record = {
       'model': name, 'input_shape': list(shape), 'activation': activation or 'default',
       'dropout_off_for_parity': any(isinstance(l, tf.keras.layers.Dropout)
@@ -136,7 +140,7 @@ def measure(label: str) -> dict:
       'select_tf_ops': runtime['select_tf_ops'], 'flex_ops': runtime['flex_ops'],
       'train_ms': round(_median(train_ms), 2), 'round_s': round(_median(round_s), 4),
       'tff_round_s': round(_median(tff_s), 4), 'tff_first_call_s': round(tff_first, 2),
-      'parity': float(diff / norm),
+      'parity': relative_gap(upload.update, reference),
       'update_weight': upload.update_weight,
       'tff_update_weight': float(results[0].update_weight),
   }
