@@ -137,6 +137,39 @@ def test_label_updates_lower_the_objective_and_move_towards_the_prediction():
   assert np.all(ld.corrected_labels(u[1:]) == labels[1:])  # Agreeing samples stay put.
 
 
+def _labels_after_participations(variant: str, alpha: float, participations: int = 4):
+  """Corrected label after each of ``participations`` rounds of a noisy client whose 64
+  samples are all labelled 0 while a fixed model gives p = 0.8 to class 3 and 0.05 to
+  class 0 (10 classes, K = 10, η = 1000): per round, E = 2 label steps, then the merge
+  with P (a model this sure of another class is what the spec's correction relies on)."""
+  num_classes, batch = 10, 64
+  probs = np.full(num_classes, 0.15 / 8)
+  probs[[0, 3]] = 0.05, 0.8
+  logits = np.tile(np.log(probs), (batch, 1))
+  labels = np.zeros(batch, np.int64)
+  u = ld.initial_label_logits(labels, num_classes).astype(np.float64)
+  history = []
+  for _ in range(participations):
+    for _ in range(2):
+      u = ld.update_label_logits(u, ld.label_logits_gradient(
+          logits, u, labels, alpha=alpha, variant=variant), 1000.0)
+    u = ld.merge_label_logits(u, np.tile(probs, (batch, 1)))
+    history.append(int(ld.corrected_labels(u)[0]))
+  return history
+
+
+def test_the_papers_compatibility_weight_holds_contradicted_labels_at_the_observed_one():
+  """Why the paper's loss barely corrects labels (README, MaskedOptim): at α = 0.5 the
+  compatibility term's pull α (y^d − e_ŷ) towards ŷ beats L_c's, whose gradient
+  y^d ⊙ (−log p − L_c) raises every class whose loss is below L_c, ŷ included, so the
+  label never leaves ŷ. At α = 0.1, and with the released code's loss (whose mask drops
+  the compatibility term where the model disagrees with ŷ), it moves to class 3 at the
+  second merge; the first merge alone can never flip it (K(1 + P_ŷ)/2 > K P_c/2)."""
+  assert _labels_after_participations('paper', 0.5) == [0, 0, 0, 0]
+  assert _labels_after_participations('paper', 0.1) == [0, 3, 3, 3]
+  assert _labels_after_participations('code', 0.5) == [0, 3, 3, 3]
+
+
 def test_class_prior_is_floored_and_the_twins_agree():
   labels = np.array([0, 0, 1, 3, 3, 3])
   prior = ld.class_prior(labels, 5)
