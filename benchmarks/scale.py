@@ -1,21 +1,27 @@
-"""Seconds per round and peak memory with 10 to 10,000 participating clients.
+"""Seconds per round and peak memory with 10 to 10,000 participating clients, per runtime.
 
-Each size runs in its own Python process (so each peak is its own): FedAvg with the
-`mlp` model, E=1, every client sampled every round, through the driver's own round
-(``driver.client_datasets`` then ``Method.run_round``: TFF's local C++ worker). Each
-client holds ``--examples`` scikit-learn digits drawn with replacement (seeded): the
-benchmark measures the machinery, not accuracy, and digits has too few images to give
-10,000 clients 20 distinct ones each. Per size it reports the median seconds of the
-rounds after the first two (the first traces and compiles, the second still warms TFF's
-caches: 10 clients took 1.2 s in round 2, 0.4 s in round 3), split into building the clients'
-``tf.data`` datasets in Python and ``process.next`` (TFF: the datasets serialised into
-the computation, the clients' training in the worker, the aggregation), and the peak
-resident memory (VmHWM) of the driver process and of TFF's ``worker_binary``.
-Targets (issue 14): time per round grows no faster than linearly in participating
-clients; 10,000 clients per round fit in 8 GB, driver plus worker.
+Each (runtime, size) runs in its own Python process (so each peak is its own): FedAvg
+with the `mlp` model, E=1, every client sampled every round, through the driver's own
+round (``driver.client_datasets`` then ``Method.run_round``) on the client runtime
+``--runtime`` names (``fl.client_runtime``: ``tff``, TFF's local C++ worker; ``tf``, this
+process's TensorFlow with clients stacked per call). Each client holds ``--examples``
+scikit-learn digits drawn with replacement (seeded): the benchmark measures the
+machinery, not accuracy, and digits has too few images to give 10,000 clients 20
+distinct ones each. Per size it reports the median seconds of the rounds after the
+first two (the first traces and compiles, the second still warms TFF's caches), split
+into building the clients' ``ClientData`` in Python and ``process.next`` (``tff``: each
+client's ``tf.data`` dataset built and serialised into the computation, the clients'
+training in the worker, the aggregation; ``tf``: the batch orders, the stacked training,
+the aggregation in TFF's worker), the peak resident memory (VmHWM) of the driver process
+and of TFF's ``worker_binary``, and each runtime's clients per second against ``tff``'s
+at the same size, measured in the same invocation.
+Targets: time per round grows no faster than linearly in participating clients; 10,000
+clients per round fit in 8 GB, driver plus worker (issue 14); the ``tf`` runtime at
+10,000 clients >= 10x ``tff``'s clients per second, goal 30x; peak memory per client
+<= ``tff``'s (issue 26).
 
-  .venv/bin/python benchmarks/scale.py [--clients 10,100,1000,10000] [--rounds 4]
-      [--examples 20] [--batch-size 10]
+  .venv/bin/python benchmarks/scale.py [--runtime tff,tf] [--clients 10,100,1000,10000]
+      [--rounds 4] [--examples 20] [--batch-size 10]
 
 Writes benchmarks/results/scale.json.
 """
@@ -52,7 +58,7 @@ def cpu_seconds(pid='self') -> float:
   return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
 
 
-def _config(num_clients: int, batch_size: int):
+def _config(num_clients: int, batch_size: int, runtime: str):
   from tff_noisy import config as config_lib  # pylint: disable=g-import-not-at-top
   return config_lib.from_dict({
       'seed': 0,
@@ -61,7 +67,7 @@ def _config(num_clients: int, batch_size: int):
       'model': {'name': 'mlp'},
       'method': {'name': 'fedavg'},
       'fl': {'rounds': 1, 'clients_per_round': num_clients, 'local_epochs': 1,
-             'batch_size': batch_size, 'client_lr': 0.05},
+             'batch_size': batch_size, 'client_lr': 0.05, 'client_runtime': runtime},
   })
 
 
@@ -88,14 +94,16 @@ def _clients_with_replacement(num_clients: int, examples: int, seed: int = 0):
       x_test=source.x_test, y_test=source.y_test)
 
 
-def measure_one(num_clients: int, rounds: int, examples: int, batch_size: int) -> dict:
+def measure_one(num_clients: int, rounds: int, examples: int, batch_size: int,
+                runtime: str) -> dict:
   """Runs ``rounds`` rounds with ``num_clients`` clients in this process."""
   import numpy as np  # pylint: disable=g-import-not-at-top
+  from tff_noisy import runtime as runtime_lib  # pylint: disable=g-import-not-at-top
   from tff_noisy import tff_runtime  # pylint: disable=g-import-not-at-top
   from tff_noisy.simulation import driver  # pylint: disable=g-import-not-at-top
   from tff_noisy.simulation.client_state import ClientStateStore  # pylint: disable=g-import-not-at-top
 
-  config = _config(num_clients, batch_size)
+  config = _config(num_clients, batch_size, runtime)
   data = _clients_with_replacement(num_clients, examples)
   method = driver.build_method(config, data)
   process = method.process
@@ -119,13 +127,14 @@ def measure_one(num_clients: int, rounds: int, examples: int, batch_size: int) -
     next_driver_cpu_s.append(cpu_seconds() - cpu_before[0])
     next_worker_cpu_s.append(sum(cpu_seconds(pid) for pid in workers) - cpu_before[1])
     del datasets
-    print(f'  {num_clients} clients, round {round_num}: datasets {build_s[-1]:.2f} s, '
+    print(f'  {runtime}: {num_clients} clients, round {round_num}: datasets {build_s[-1]:.2f} s, '
           f'process.next {next_s[-1]:.2f} s (CPU: driver {next_driver_cpu_s[-1]:.2f} s, '
           f'worker {next_worker_cpu_s[-1]:.2f} s), train loss {metrics["train_loss"]:.3f}',
           file=sys.stderr, flush=True)
   worker_rss = sum(peak_rss_bytes(pid) for pid in workers)
   later = slice(WARMUP_ROUNDS, None)
   return {
+      'runtime': runtime, 'runtime_record': runtime_lib.describe(process),
       'clients': num_clients, 'examples_per_client': examples, 'batch_size': batch_size,
       'rounds': rounds,
       'first_round_s': build_s[0] + next_s[0],
@@ -143,6 +152,8 @@ def measure_one(num_clients: int, rounds: int, examples: int, batch_size: int) -
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+  parser.add_argument('--runtime', default='tff,tf',
+                      help='comma-separated client runtimes (the first is the reference)')
   parser.add_argument('--clients', default='10,100,1000,10000',
                       help='comma-separated participating clients per round')
   parser.add_argument('--rounds', type=int, default=4,
@@ -153,33 +164,44 @@ def main():
   args = parser.parse_args()
   if args.rounds <= WARMUP_ROUNDS:
     parser.error(f'--rounds: must be > {WARMUP_ROUNDS} (the first {WARMUP_ROUNDS} warm up)')
+  runtimes = args.runtime.split(',')
   if args.one:
-    print(json.dumps(measure_one(args.one, args.rounds, args.examples, args.batch_size)))
+    print(json.dumps(measure_one(args.one, args.rounds, args.examples, args.batch_size,
+                                 runtimes[0])))
     return
 
   sizes = [int(n) for n in args.clients.split(',')]
   load_before = os.getloadavg()
   rows = []
-  for size in sizes:
-    child = subprocess.run(
-        [sys.executable, __file__, '--one', str(size), '--rounds', str(args.rounds),
-         '--examples', str(args.examples), '--batch-size', str(args.batch_size)],
-        cwd=_ROOT, stdout=subprocess.PIPE, text=True, check=True)
-    rows.append(json.loads(child.stdout.strip().splitlines()[-1]))
-  base = rows[0]
-  print(f'\n{"clients":>8}{"s/round":>9}{"datasets s":>12}{"next s":>9}'
-        f'{"s/client":>10}{"x linear":>10}{"driver GB":>11}{"worker GB":>11}{"total GB":>10}')
+  for size in sizes:  # Runtimes side by side at each size, under the same load.
+    for runtime in runtimes:
+      child = subprocess.run(
+          [sys.executable, __file__, '--one', str(size), '--rounds', str(args.rounds),
+           '--examples', str(args.examples), '--batch-size', str(args.batch_size),
+           '--runtime', runtime], cwd=_ROOT, stdout=subprocess.PIPE, text=True, check=True)
+      rows.append(json.loads(child.stdout.strip().splitlines()[-1]))
+  print(f'\n{"runtime":>8}{"clients":>8}{"s/round":>9}{"data s":>8}{"next s":>9}'
+        f'{"clients/s":>10}{"x ref":>7}{"x linear":>9}{"driver GB":>10}{"worker GB":>10}'
+        f'{"KB/client":>10}')
   for row in rows:
+    base = next(r for r in rows if r['runtime'] == row['runtime'])
+    reference = next(r for r in rows if r['runtime'] == runtimes[0]
+                     and r['clients'] == row['clients'])
     # Time per round relative to linear growth from the smallest size (1.0: linear).
     row['vs_linear'] = (row['round_s'] / base['round_s']) / (row['clients'] / base['clients'])
+    row['clients_per_s'] = row['clients'] / row['round_s']
+    row['speedup_vs_reference'] = reference['round_s'] / row['round_s']
     row['total_peak_rss_bytes'] = row['driver_peak_rss_bytes'] + row['worker_peak_rss_bytes']
-    print(f'{row["clients"]:>8}{row["round_s"]:>9.2f}{row["datasets_s"]:>12.2f}'
-          f'{row["process_next_s"]:>9.2f}{1000 * row["round_s"] / row["clients"]:>8.1f}ms'
-          f'{row["vs_linear"]:>10.2f}{row["driver_peak_rss_bytes"] / 1e9:>11.2f}'
-          f'{row["worker_peak_rss_bytes"] / 1e9:>11.2f}{row["total_peak_rss_bytes"] / 1e9:>10.2f}')
+    row['peak_rss_bytes_per_client'] = row['total_peak_rss_bytes'] / row['clients']
+    print(f'{row["runtime"]:>8}{row["clients"]:>8}{row["round_s"]:>9.2f}'
+          f'{row["datasets_s"]:>8.2f}{row["process_next_s"]:>9.2f}{row["clients_per_s"]:>10.0f}'
+          f'{row["speedup_vs_reference"]:>7.1f}{row["vs_linear"]:>9.2f}'
+          f'{row["driver_peak_rss_bytes"] / 1e9:>10.2f}{row["worker_peak_rss_bytes"] / 1e9:>10.2f}'
+          f'{row["peak_rss_bytes_per_client"] / 1e3:>10.0f}')
   os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
   with open(RESULTS, 'w') as f:
-    json.dump({'sizes': rows, 'model': 'mlp', 'method': 'fedavg', 'local_epochs': 1,
+    json.dump({'sizes': rows, 'reference_runtime': runtimes[0], 'model': 'mlp',
+               'method': 'fedavg', 'local_epochs': 1,
                'data': 'digits drawn with replacement per client',
                'machine': {'cpus': os.cpu_count(), 'platform': platform.platform(),
                            'python': platform.python_version(),

@@ -19,6 +19,7 @@ from tff_noisy import yamlio
 from tff_noisy.device import DEVICES
 from tff_noisy.errors import ConfigError  # pylint: disable=unused-import (re-exported)
 from tff_noisy.ops import faults as faults_lib
+from tff_noisy.runtime import RUNTIMES as CLIENT_RUNTIMES
 
 
 @dataclasses.dataclass
@@ -97,7 +98,11 @@ class FLConfig:
   weight_decay: float = 0.0  # Coupled L2 on trainable weights: the gradient gains wd * w.
   aggregator: str = 'mean'  # See tff_noisy/federated/aggregators/ (README: Aggregators).
   aggregator_params: dict = dataclasses.field(default_factory=dict)
-  client_runtime: str = 'tff'  # tff | tflite: clients train in the TFLite interpreter.
+  # Where clients train: tff (TFF's worker) | tf (this process, GPU when seen, many
+  # clients per call) | tflite (the TFLite interpreter). tff_noisy/runtime/__init__.py.
+  client_runtime: str = 'tff'
+  # tf runtime: clients stacked in one graph call (None: as many as fit ~512 MB, <= 1024).
+  clients_per_call: Optional[int] = None
 
 
 @dataclasses.dataclass
@@ -160,7 +165,7 @@ class ExperimentConfig:
 # so those stay valid.
 ADDED_FIELDS = {'noise.matrix_seed': None, 'noise.valid_matrix': False,
                 **{f'faults.{f.name}': f.default for f in dataclasses.fields(FaultsConfig)},
-                'fl.client_runtime': 'tff'}
+                'fl.client_runtime': 'tff', 'fl.clients_per_call': None}
 
 
 def is_unset_addition(dotted_name: str, value: Any) -> bool:
@@ -311,8 +316,14 @@ def validate(config: ExperimentConfig) -> None:
   _require(fl.checkpoint_every >= 1, 'fl.checkpoint_every',
            f'must be >= 1, got {fl.checkpoint_every}')
   _require(fl.weight_decay >= 0, 'fl.weight_decay', f'must be >= 0, got {fl.weight_decay}')
-  _require(fl.client_runtime in ('tff', 'tflite'), 'fl.client_runtime',
-           f"must be one of tff, tflite; got '{fl.client_runtime}'")
+  if fl.client_runtime not in CLIENT_RUNTIMES:
+    close = difflib.get_close_matches(str(fl.client_runtime), CLIENT_RUNTIMES, n=1)
+    hint = f"; did you mean '{close[0]}'?" if close else ''
+    _require(False, 'fl.client_runtime', f"must be one of {', '.join(CLIENT_RUNTIMES)}; "
+             f"got '{fl.client_runtime}'{hint}")
+  if fl.clients_per_call is not None:
+    _require(fl.clients_per_call >= 1, 'fl.clients_per_call',
+             f'must be >= 1 (or unset: automatic), got {fl.clients_per_call}')
   faults = config.faults
   _require(0.0 <= faults.dropout < 1.0, 'faults.dropout',
            f'must be in [0, 1), got {faults.dropout}')

@@ -10,7 +10,7 @@ from tff_noisy import validation
 from tff_noisy.config import ConfigError
 from tff_noisy.federated import algorithms
 from tff_noisy.federated.objectives import masked_optim
-from tff_noisy.simulation import device_clients
+from tff_noisy.runtime import tflite_clients
 from tff_noisy.simulation import driver
 from tflite_export import training
 
@@ -28,7 +28,7 @@ def _config(cache, runtime, **fl):
 
 
 def test_bad_runtime_is_a_config_error():
-  with pytest.raises(ConfigError, match="fl.client_runtime: must be one of tff, tflite"):
+  with pytest.raises(ConfigError, match="fl.client_runtime: must be one of tff, tf, tflite"):
     config_lib.from_dict({'fl': {'client_runtime': 'litert'}})
 
 
@@ -78,14 +78,15 @@ def test_a_method_that_cannot_train_on_devices_is_refused():
                        'cross-entropy, FedProx and forward correction objectives '
                        r'\(methods fedavg, fedprox, .*forward_correction\)$'):
       validation.validate_experiment(config)
-  process = types.SimpleNamespace(objective=masked_optim.MaskedOptimObjective(10))
-  setup = types.SimpleNamespace(faults=False)
+  objective = masked_optim.MaskedOptimObjective(10)
+  build = lambda faults: tflite_clients.TFLiteClients(  # pylint: disable=unnecessary-lambda-assignment
+      None, None, objective, local_epochs=1, weight_decay=0.0, faults=faults)
   with pytest.raises(ConfigError, match="MaskedOptimObjective cannot be exported for "
                      "on-device training.*'label_logits'"):
-    device_clients.TFLiteClients(process, setup)
+    build(False)
   with pytest.raises(ConfigError, match='fl.client_runtime: tflite does not simulate '
                      'faults'):
-    device_clients.TFLiteClients(process, types.SimpleNamespace(faults=True))
+    build(True)
 
 
 def test_the_registry_says_which_methods_train_on_devices():

@@ -23,6 +23,7 @@ one more non-finite client.
 import collections
 from typing import Callable
 
+import numpy as np
 import tensorflow as tf
 
 import models
@@ -53,6 +54,25 @@ def restore_eager_model_classes(model_fn: Callable[[], tf.keras.Model]) -> None:
   building one eagerly rebases it back. Call after building TFF computations.
   """
   model_fn()
+
+
+def model_weights_of_values(trainable, non_trainable):
+  """``ModelWeights`` of the given per-variable values (tensors or arrays)."""
+  return tff.learning.models.ModelWeights(trainable=list(trainable),
+                                          non_trainable=list(non_trainable))
+
+
+def regularized_gradients(grads, trainable, initial_trainable, proximal_strength: float,
+                          weight_decay: float) -> list:
+  """The loss gradients plus FedProx's proximal gradient (``losses.proximal_gradients``,
+  Li et al. 2020 Eq. 2) and coupled L2 ``weight_decay * w``, each only when non-zero."""
+  grads = list(grads)
+  if proximal_strength:
+    grads = [g + p for g, p in zip(grads, losses.proximal_gradients(
+        trainable, initial_trainable, proximal_strength))]
+  if weight_decay:
+    grads = [g + weight_decay * w for g, w in zip(grads, trainable)]
+  return grads
 
 
 def weights_type_of(model_fn: Callable[[], tf.keras.Model]):
@@ -129,11 +149,8 @@ def build_local_training(model: tf.keras.Model, optimizer, objective: ClientObje
         grads, row_grads = tape.gradient(loss, (weights.trainable, rows))
       else:
         grads = tape.gradient(loss, weights.trainable)
-      if objective.proximal_strength:
-        grads = [g + p for g, p in zip(grads, losses.proximal_gradients(
-            weights.trainable, initial_trainable, objective.proximal_strength))]
-      if weight_decay:
-        grads = [g + weight_decay * w for g, w in zip(grads, weights.trainable)]
+      grads = regularized_gradients(grads, weights.trainable, initial_trainable,
+                                    objective.proximal_strength, weight_decay)
       opt_state, new_trainable = optimizer.next(
           opt_state, tuple(weights.trainable), tuple(grads))
       for variable, value in zip(weights.trainable, new_trainable):
@@ -227,28 +244,46 @@ def build_client_update(model_fn: Callable[[], tf.keras.Model], element_spec, op
   return client_update
 
 
-def build_finalize_client_metrics(sums_type):
-  """TFF computation: summed client metrics -> the round's training metrics.
+def finalize_client_metrics(sums) -> collections.OrderedDict:
+  """Summed client metrics -> the round's training metrics (TensorFlow, any runtime).
 
   ``loss`` and ``accuracy`` are example-weighted means; ``client_mean_accuracy`` and
   each of the objective's metrics (``objective``) are unweighted means over the clients
   whose update was finite (each client counts once).
   """
+  examples = tf.maximum(tf.cast(sums['num_examples'], tf.float32), 1.0)
+  clients = tf.maximum(tf.cast(sums['finite_clients'], tf.float32), 1.0)
+  metrics = collections.OrderedDict(
+      loss=sums['loss_sum'] / examples,
+      accuracy=sums['correct'] / examples,
+      client_mean_accuracy=sums['client_accuracy_sum'] / clients,
+      num_examples=sums['num_examples'],
+      non_finite_clients=sums['non_finite_clients'],
+  )
+  if OBJECTIVE_METRICS_KEY in sums:
+    metrics[OBJECTIVE_METRICS_KEY] = collections.OrderedDict(
+        (name, value / clients) for name, value in sums[OBJECTIVE_METRICS_KEY].items())
+  return metrics
+
+
+def summed_client_metrics(per_client: list) -> collections.OrderedDict:
+  """The clients' metrics (NumPy values shaped as ``build_local_training`` returns them)
+  summed in their own dtypes, as TFF's ``federated_sum`` of them (at least one client)."""
+  if not per_client:
+    raise ValueError('no client metrics to sum')
+
+  def total(*values):
+    values = np.asarray(values)
+    return values.sum(axis=0, dtype=values.dtype)
+
+  return tf.nest.map_structure(total, *per_client)
+
+
+def build_finalize_client_metrics(sums_type):
+  """TFF computation of ``finalize_client_metrics``."""
 
   @tff.tensorflow.computation(sums_type)
   def finalize(sums):
-    examples = tf.maximum(tf.cast(sums['num_examples'], tf.float32), 1.0)
-    clients = tf.maximum(tf.cast(sums['finite_clients'], tf.float32), 1.0)
-    metrics = collections.OrderedDict(
-        loss=sums['loss_sum'] / examples,
-        accuracy=sums['correct'] / examples,
-        client_mean_accuracy=sums['client_accuracy_sum'] / clients,
-        num_examples=sums['num_examples'],
-        non_finite_clients=sums['non_finite_clients'],
-    )
-    if OBJECTIVE_METRICS_KEY in sums:
-      metrics[OBJECTIVE_METRICS_KEY] = collections.OrderedDict(
-          (name, value / clients) for name, value in sums[OBJECTIVE_METRICS_KEY].items())
-    return metrics
+    return finalize_client_metrics(sums)
 
   return finalize

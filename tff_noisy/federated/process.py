@@ -10,8 +10,9 @@ computations that also take and return the clients' states:
 - ``aggregate(aggregator state, finalizer state, weights, updates@CLIENTS,
   update weights@CLIENTS) -> <aggregator state, finalizer state, weights, measurements>``
 - ``next(state, data, states)``: the two in one computation, for every round that needs
-  no Python step between them. FedDS's split round calls ``train``, fits Dawid-Skene
-  and calls ``aggregate`` with its own weights: the same pieces, the same aggregator.
+  no Python step between them. ``FederatedProcess.next`` otherwise composes the round
+  once from ``train`` (or the client runtime's training) and ``aggregate``, with an
+  optional server step between them (FedDS's Dawid-Skene weights).
 
 Built with ``faults=True`` (a config with simulated faults), ``train`` and ``next`` also
 take each client's fault (``ops.faults_tf.FAULT_SPEC``) at CLIENTS, last: the client
@@ -29,6 +30,7 @@ from typing import Callable, NamedTuple, Optional
 import numpy as np
 import tensorflow as tf
 
+from tff_noisy.federated import client_data as client_data_lib
 from tff_noisy.federated import client_work as client_work_lib
 from tff_noisy.federated import finalizer as finalizer_lib
 from tff_noisy.federated.objectives.base import ClientObjective
@@ -41,19 +43,36 @@ class RoundOutput(NamedTuple):
   state: object  # The new server state.
   metrics: dict  # {'client_work': {'train': ...}, 'aggregator': ..., 'finalizer': ...}
   client_states: list  # Each participating client's new state, in client order.
+  diagnostics: dict = {}  # What the round's weighting hook and client runtime report.
 
 
 class FederatedProcess:
-  """A method's federated computations and plain accessors of their server state."""
+  """A method's federated computations and plain accessors of their server state.
+
+  ``clients`` is the client runtime (``tff_noisy.runtime``) chosen when the process is
+  built: ``None`` for TFF's own client work (``train``), else an object whose
+  ``train(weights, hparams, client_data, client_states, faults)`` returns what ``train``
+  returns, computed elsewhere (in-process TensorFlow, the TFLite interpreter).
+  """
 
   def __init__(self, initialize, train, aggregate, next_fn, objective: ClientObjective,
-               takes_faults: bool = False):
+               takes_faults: bool = False, clients=None, finalize=None,
+               aggregate_in_process=None):
     self.initialize = initialize
     self.train = train
     self.aggregate = aggregate
     self._next = next_fn
     self.objective = objective
     self.takes_faults = takes_faults
+    self.clients = clients
+    self.finalize = finalize
+    # The aggregator as one tf.function over stacked updates (its ``in_process()``), used
+    # when the clients trained in this process; None: TFF's ``aggregate``.
+    self.aggregate_in_process = aggregate_in_process if clients is not None else None
+
+  def aggregated_in(self) -> str:
+    """Where this process aggregates the clients' updates (results.json)."""
+    return 'this process' if self.aggregate_in_process else 'TFF worker_binary (CPU)'
 
   def _faults(self, faults) -> tuple:
     """The trailing fault argument of ``train`` and ``next``: ``(faults,)`` or ``()``."""
@@ -64,14 +83,63 @@ class FederatedProcess:
     return () if faults is None else (list(faults),)
 
   def next(self, state, client_data: list, client_states: list,
-           faults: Optional[list] = None) -> RoundOutput:
-    """One round on the participating clients' datasets, states and faults (same order)."""
-    return RoundOutput(*self._next(state, client_data, client_states, *self._faults(faults)))
+           faults: Optional[list] = None,
+           aggregation_weights: Optional[Callable] = None) -> RoundOutput:
+    """One round on the participating clients' data, states and faults (same order).
+
+    ``client_data``: ``ClientData`` or ``tf.data`` datasets. ``aggregation_weights``:
+    a server step between training and aggregation (FedDS's Dawid-Skene weights),
+    ``(client results, global weights) -> (update weights, diagnostics)``; without it,
+    each client's own update weight. With TFF's client work and no such step the round
+    is the single computation ``next``; otherwise it is ``train_clients`` followed by
+    ``aggregate``: the same configured aggregator and finalizer for every runtime. When
+    the clients trained in this process and the aggregator has an in-process form
+    (``aggregators.common``), their stacked updates are aggregated here and only the
+    finalizer runs in TFF: the same rule, without shipping every update to TFF's worker.
+    """
+    if self.clients is None and aggregation_weights is None:
+      datasets = [client_data_lib.as_dataset(c) for c in client_data]
+      return RoundOutput(*self._next(state, datasets, client_states, *self._faults(faults)))
+    weights = self.get_model_weights(state)
+    results, train_metrics, client_states, diagnostics = self._train(
+        weights, self.get_hparams(state), client_data, client_states, faults)
+    if aggregation_weights is None:
+      update_weights = [r.update_weight for r in results]
+    else:
+      update_weights, weighting = aggregation_weights(results, weights)
+      update_weights = [np.float32(w) for w in update_weights]
+      diagnostics = dict(diagnostics, **weighting)
+    updates = [r.update for r in results]
+    if self.aggregate_in_process:
+      aggregated, aggregator_measurements = self.aggregate_in_process(
+          tf.nest.map_structure(lambda *leaves: np.stack(leaves), *updates),
+          np.asarray(update_weights, np.float32))
+      aggregator_state = state.aggregator  # Only stateless aggregators run in process.
+      finalizer_state, new_weights, finalizer_measurements = self.finalize(
+          state.finalizer, weights, tf.nest.map_structure(np.asarray, aggregated))
+      measurements = collections.OrderedDict(aggregator=aggregator_measurements,
+                                             finalizer=finalizer_measurements)
+    else:
+      aggregator_state, finalizer_state, new_weights, measurements = self.aggregate(
+          state.aggregator, state.finalizer, weights, updates, update_weights)
+    new_state = state._replace(global_model_weights=new_weights,
+                               aggregator=aggregator_state, finalizer=finalizer_state)
+    metrics = collections.OrderedDict(client_work={'train': train_metrics}, **measurements)
+    return RoundOutput(new_state, metrics, client_states, diagnostics)
 
   def train_clients(self, weights, hparams, client_data: list, client_states: list,
                     faults: Optional[list] = None) -> tuple:
-    """``train`` on the participating clients (with their faults when built with faults)."""
-    return self.train(weights, hparams, client_data, client_states, *self._faults(faults))
+    """The clients' training alone: ``(ClientResults, finalized metrics, client states)``."""
+    return self._train(weights, hparams, client_data, client_states, faults)[:3]
+
+  def _train(self, weights, hparams, client_data, client_states, faults) -> tuple:
+    """``train_clients`` plus what the client runtime reports of the round."""
+    if self.clients is None:
+      datasets = [client_data_lib.as_dataset(c) for c in client_data]
+      return (*self.train(weights, hparams, datasets, client_states, *self._faults(faults)),
+              {})
+    self._faults(faults)  # The same checks.
+    return self.clients.train(weights, hparams, client_data, client_states, faults)
 
   @staticmethod
   def get_model_weights(state):
@@ -99,7 +167,8 @@ class FederatedProcess:
 def build_process(model_fn: Callable[[], tf.keras.Model], element_spec, client_optimizer,
                   server_optimizer=None, *, objective: ClientObjective = None,
                   model_aggregator=None, local_epochs: int = 1,
-                  weight_decay: float = 0.0, faults: bool = False) -> FederatedProcess:
+                  weight_decay: float = 0.0, faults: bool = False,
+                  client_runtime: Optional[Callable] = None) -> FederatedProcess:
   """Builds a method's ``FederatedProcess``.
 
   Args:
@@ -112,6 +181,8 @@ def build_process(model_fn: Callable[[], tf.keras.Model], element_spec, client_o
     local_epochs: Local passes over each client's data per round.
     weight_decay: Coupled L2 on the clients' trainable weights.
     faults: Whether ``train`` and ``next`` take each client's simulated fault.
+    client_runtime: ``None`` (TFF's client work) or ``objective -> client runtime``
+      (``tff_noisy.runtime.build``): where the clients of ``next`` train.
   """
   objective = objective or ClientObjective()
   server_optimizer = server_optimizer or tff.learning.optimizers.build_sgdm(1.0)
@@ -175,6 +246,13 @@ def build_process(model_fn: Callable[[], tf.keras.Model], element_spec, client_o
             tff.federated_zip(collections.OrderedDict(
                 aggregator=aggregated.measurements, finalizer=finalized.measurements)))
 
+  @tff.federated_computation(finalizer.initialize.type_signature.result,
+                             tff.FederatedType(weights_type, tff.SERVER),
+                             tff.FederatedType(weights_type, tff.SERVER))
+  def finalize(finalizer_state, weights, aggregated_update):
+    finalized = finalizer.next(finalizer_state, weights, aggregated_update)
+    return finalized.state, finalized.result, finalized.measurements
+
   def round_of(state, client_data, client_states, client_faults):
     results, train_metrics, new_states = train(
         state.global_model_weights, state.client_work, client_data, client_states,
@@ -201,4 +279,7 @@ def build_process(model_fn: Callable[[], tf.keras.Model], element_spec, client_o
       return round_of(state, client_data, client_states, ())
 
   client_work_lib.restore_eager_model_classes(model_fn)
-  return FederatedProcess(initialize, train, aggregate, next_fn, objective, faults)
+  clients = client_runtime(objective) if client_runtime else None
+  in_process = getattr(model_aggregator, 'in_process', None)
+  return FederatedProcess(initialize, train, aggregate, next_fn, objective, faults, clients,
+                          finalize, in_process() if in_process else None)

@@ -37,7 +37,7 @@ _KEEP = 2
 # cached (the data itself is fixed by data_hash), and the device it runs on (a CPU run may
 # continue on a GPU machine and back).
 _MAY_CHANGE = ('fl.rounds', 'fl.eval_every', 'fl.checkpoint_every', 'data.data_dir',
-               'data.cache_dir', 'device')
+               'data.cache_dir', 'device', 'fl.clients_per_call')
 _SHOWN_DIFFERENCES = 5
 _START_FRESH = 'start fresh with --overwrite or a new --out'
 

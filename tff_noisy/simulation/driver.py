@@ -29,6 +29,7 @@ import models
 from tff_noisy import config as config_lib
 from tff_noisy import device as device_lib
 from tff_noisy import remote
+from tff_noisy import runtime as client_runtime
 from tff_noisy import validation
 from tff_noisy.config import ConfigError, ExperimentConfig
 from tff_noisy.data import federated as federated_data
@@ -36,6 +37,7 @@ from tff_noisy.data import sources
 from tff_noisy.errors import UserError, warn
 from tff_noisy.federated import aggregators
 from tff_noisy.federated import algorithms
+from tff_noisy.federated import client_data as client_data_lib
 from tff_noisy.federated import client_work
 from tff_noisy.federated.client_work import AGGREGATION_WEIGHT_KEY
 from tff_noisy.ops import detection
@@ -44,7 +46,6 @@ from tff_noisy.ops import knn
 from tff_noisy.ops import label_distribution
 from tff_noisy.ops import transition
 from tff_noisy.simulation import checkpoint
-from tff_noisy.simulation import device_clients
 from tff_noisy.simulation import progress as progress_lib
 from tff_noisy.simulation import results as results_lib
 from tff_noisy.simulation.client_state import ClientStateStore
@@ -68,24 +69,22 @@ def client_dataset(x: np.ndarray, y: np.ndarray, batch_size: int, shuffle_seed: 
   ``index`` is each example's position in the client's data: the row of per-example
   client state (e.g. learned label logits) that belongs to it.
   """
-  features = collections.OrderedDict(x=x.astype(np.float32), y=y.astype(np.int64),
-                                     index=np.arange(len(y), dtype=np.int64))
-  features.update(extra or {})
-  dataset = tf.data.Dataset.from_tensor_slices(features)
-  return dataset.shuffle(max(len(y), 1), seed=shuffle_seed).batch(batch_size)
+  return client_data_lib.make_client_data(x, y, batch_size, shuffle_seed, extra).dataset()
 
 
 def client_datasets(method, data, store, client_ids, shuffle_seeds, batch_size: int):
-  """``({id: dataset}, {id: update weight})`` of the non-empty clients among
-  ``client_ids``, with the method's labels and per-example extras."""
-  datasets, weights = {}, {}
+  """``({id: ClientData}, {id: update weight})`` of the non-empty clients among
+  ``client_ids``, with the method's labels and per-example extras
+  (``ClientData.dataset()`` is the client's ``tf.data`` dataset)."""
+  clients, weights = {}, {}
   for cid, shuffle_seed in zip(client_ids, shuffle_seeds):
     y = method.labels(cid, data, store)
     if len(y):
       extras = method.client_extras(cid, len(y), store)
       weights[cid] = float(np.sum(extras.get(AGGREGATION_WEIGHT_KEY, np.ones(len(y)))))
-      datasets[cid] = client_dataset(data.x[cid], y, batch_size, int(shuffle_seed), extras)
-  return datasets, weights
+      clients[cid] = client_data_lib.make_client_data(data.x[cid], y, batch_size,
+                                                      int(shuffle_seed), extras)
+  return clients, weights
 
 
 def evaluate(model: tf.keras.Model, x: np.ndarray, y: np.ndarray) -> dict:
@@ -203,7 +202,8 @@ def build_method(config: ExperimentConfig, data,
       aggregator=aggregators.build_factory(config.fl.aggregator, choices.aggregator_params),
       local_epochs=config.fl.local_epochs, weight_decay=config.fl.weight_decay,
       seed=config.seed, rounds=config.fl.rounds, num_classes=data.num_classes,
-      batch_size=config.fl.batch_size, faults=config.faults.active())
+      batch_size=config.fl.batch_size, faults=config.faults.active(),
+      client_runtime=config.fl.client_runtime, clients_per_call=config.fl.clients_per_call)
   return method_cls.build(choices.method_params, setup)
 
 
@@ -247,9 +247,12 @@ def run_experiment(config: ExperimentConfig, out_dir: str, *, resume: bool = Fal
   with the same results as locally; such a run checkpoints after every round, so a
   worker that stops answering (``workers.WorkerLost``) loses no completed round.
   """
-  if workers and config.fl.client_runtime == 'tflite':
-    raise ConfigError('--workers: with fl.client_runtime: tflite the clients train in this '
-                      "machine's TFLite interpreter, not on TFF workers; use one or the other")
+  if workers and config.fl.client_runtime != 'tff':
+    where = {'tflite': "this machine's TFLite interpreter",
+             'tf': "this process's TensorFlow"}[config.fl.client_runtime]
+    raise ConfigError(f'--workers: with fl.client_runtime: {config.fl.client_runtime} the '
+                      f'clients train in {where}, not on TFF workers; use fl.client_runtime: '
+                      'tff with --workers, or no --workers')
   what = f'method.name {config.method.name} with fl.aggregator {config.fl.aggregator}'
   with remote.on_workers(workers, what) as runtime:
     return _run_experiment(config, out_dir, resume, progress, runtime)
@@ -270,9 +273,8 @@ def _run_experiment(config: ExperimentConfig, out_dir: str, resume: bool,
   if num_sampled > len(ids):
     raise ConfigError(f'fl.clients_per_round: {num_sampled} > {len(ids)} clients')
   method = build_method(config, data, choices)
-  if fl.client_runtime == 'tflite':  # Clients train in the TFLite interpreter.
-    method.process = device_clients.TFLiteClients(method.process, method.setup)
   process = method.process
+  runtime = dict(runtime, **client_runtime.describe(process))
 
   tf.keras.utils.set_random_seed(config.seed)
   eval_model = method.setup.model_fn()
@@ -317,19 +319,22 @@ def _run_experiment(config: ExperimentConfig, out_dir: str, resume: bool,
       seeds = [s for cid, s in zip(sampled, seeds) if cid not in dropped]
       sampled = [cid for cid in sampled if cid not in dropped]
 
-    def build_datasets():
-      """The round's non-empty client datasets; records each one's update weight."""
+    def build_clients():
+      """The round's non-empty clients' data; records each one's update weight."""
       built, built_weights = client_datasets(method, data, store, sampled, seeds,
                                              fl.batch_size)
       weights.update(built_weights)
       return built
+
+    def build_datasets():
+      return {cid: client.dataset() for cid, client in build_clients().items()}
 
     weights = {}  # The update weight each client's work will use.
     record = {'round': round_num}
     started = time.time()
     state, diagnostics = method.before_round(round_num, state, build_datasets, store)
     record.update(_with_truth(diagnostics, data))
-    datasets = build_datasets()
+    datasets = build_clients()
     record.update(clients=list(datasets), skipped_empty_clients=len(sampled) - len(datasets),
                   client_weights=[weights[cid] for cid in datasets])
     fault_args = {}

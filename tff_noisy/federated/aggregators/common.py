@@ -132,3 +132,34 @@ def build_gathered_process(value_type, weight_type, rule):
     return tff.templates.MeasuredProcessOutput(state, result, measurements)
 
   return tff.templates.AggregationProcess(init_fn, next_fn)
+
+
+def _included(values, weights):
+  """bool[J]: the clients that take part (finite update and weight > 0, as ``exclude``)."""
+  weights = tf.cast(weights, tf.float32)
+  finite = tf.reduce_all(tf.stack(
+      [tf.reduce_all(tf.math.is_finite(tf.reshape(t, [tf.shape(t)[0], -1])), axis=1)
+       for t in tf.nest.flatten(values)] + [tf.math.is_finite(weights)]), axis=0)
+  return tf.logical_and(finite, weights > 0)
+
+
+def counts_of(included):
+  """``{excluded_clients, included_clients}`` of a bool[J] mask."""
+  included = tf.cast(included, tf.int32)
+  return collections.OrderedDict(excluded_clients=tf.size(included) - tf.reduce_sum(included),
+                                 included_clients=tf.reduce_sum(included))
+
+
+def gathered_in_process(rule):
+  """``build_gathered_process(..., rule)``'s aggregation of updates stacked in this process."""
+
+  @tf.function
+  def aggregate(values, weights):
+    included = _included(values, weights)
+    values = tf.nest.map_structure(
+        lambda t: tf.where(tf.reshape(included, [-1] + [1] * (t.shape.rank - 1)), t,
+                           tf.zeros_like(t)), values)
+    result, measurements = rule(values, included)
+    return result, collections.OrderedDict(counts_of(included), **measurements)
+
+  return aggregate

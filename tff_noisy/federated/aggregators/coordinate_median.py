@@ -32,3 +32,6 @@ class CoordinateMedianFactory(tff.aggregators.WeightedAggregationFactory):
 
   def create(self, value_type, weight_type):
     return common.build_gathered_process(value_type, weight_type, _rule)
+
+  def in_process(self):
+    return common.gathered_in_process(_rule)

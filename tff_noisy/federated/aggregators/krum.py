@@ -42,26 +42,28 @@ class KrumFactory(tff.aggregators.WeightedAggregationFactory):
       raise ValueError(f'Krum needs f >= 0 and m >= 1, got f={f}, m={m}')
     self._f, self._m = f, m
 
-  def create(self, value_type, weight_type):
+  def _rule(self, values, included):
     f, m = self._f, self._m
+    indices = tf.cast(tf.where(included)[:, 0], tf.int32)
+    n = tf.size(indices)
+    rows = [tf.reshape(tf.gather(t, indices), [n, t.shape[1:].num_elements()])
+            for t in tf.nest.flatten(values)]
+    squared = tf.linalg.set_diag(_squared_distances(rows),
+                                 tf.fill([n], tf.constant(float('inf'), tf.float64)))
+    neighbours = tf.where(n - f - 2 >= 1, n - f - 2, tf.clip_by_value(n - 1, 0, 1))
+    scores = tf.reduce_sum(tf.sort(squared, axis=1)[:, :neighbours], axis=1)
+    chosen = tf.gather(indices, tf.math.top_k(-scores, k=tf.minimum(m, n)).indices)
+    selected = tf.scatter_nd(chosen[:, tf.newaxis], tf.ones_like(chosen), tf.shape(included))
 
-    def rule(values, included):
-      indices = tf.cast(tf.where(included)[:, 0], tf.int32)
-      n = tf.size(indices)
-      rows = [tf.reshape(tf.gather(t, indices), [n, t.shape[1:].num_elements()])
-              for t in tf.nest.flatten(values)]
-      squared = tf.linalg.set_diag(_squared_distances(rows),
-                                   tf.fill([n], tf.constant(float('inf'), tf.float64)))
-      neighbours = tf.where(n - f - 2 >= 1, n - f - 2, tf.clip_by_value(n - 1, 0, 1))
-      scores = tf.reduce_sum(tf.sort(squared, axis=1)[:, :neighbours], axis=1)
-      chosen = tf.gather(indices, tf.math.top_k(-scores, k=tf.minimum(m, n)).indices)
-      selected = tf.scatter_nd(chosen[:, tf.newaxis], tf.ones_like(chosen), tf.shape(included))
+    def mean_of_chosen(t):
+      return tf.cond(n > 0, lambda: tf.reduce_mean(tf.gather(t, chosen), axis=0),
+                     lambda: tf.zeros(t.shape[1:], t.dtype))
 
-      def mean_of_chosen(t):
-        return tf.cond(n > 0, lambda: tf.reduce_mean(tf.gather(t, chosen), axis=0),
-                       lambda: tf.zeros(t.shape[1:], t.dtype))
+    result = tf.nest.map_structure(mean_of_chosen, values)
+    return result, {'selected': selected, 'neighbours': neighbours}
 
-      result = tf.nest.map_structure(mean_of_chosen, values)
-      return result, {'selected': selected, 'neighbours': neighbours}
+  def create(self, value_type, weight_type):
+    return common.build_gathered_process(value_type, weight_type, self._rule)
 
-    return common.build_gathered_process(value_type, weight_type, rule)
+  def in_process(self):
+    return common.gathered_in_process(self._rule)

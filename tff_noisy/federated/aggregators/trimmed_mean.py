@@ -24,19 +24,20 @@ class TrimmedMeanFactory(tff.aggregators.WeightedAggregationFactory):
       raise ValueError(f'beta must be in [0, 0.5), got {beta}')
     self._beta = beta
 
+  def _rule(self, values, included):
+    n = tf.reduce_sum(tf.cast(included, tf.int32))
+    # float64, as in ops.robust.num_trimmed, so that both floor beta * n alike.
+    k = tf.cast(tf.floor(self._beta * tf.cast(n, tf.float64)), tf.int32)
+
+    def trimmed(stacked):
+      kept = lambda: tf.sort(tf.boolean_mask(stacked, included), axis=0)[k:n - k]
+      return tf.cond(n > 0, lambda: tf.reduce_mean(kept(), axis=0),
+                     lambda: tf.zeros(stacked.shape[1:], stacked.dtype))
+
+    return tf.nest.map_structure(trimmed, values), {'trimmed_per_end': k}
+
   def create(self, value_type, weight_type):
-    beta = self._beta
+    return common.build_gathered_process(value_type, weight_type, self._rule)
 
-    def rule(values, included):
-      n = tf.reduce_sum(tf.cast(included, tf.int32))
-      # float64, as in ops.robust.num_trimmed, so that both floor beta * n alike.
-      k = tf.cast(tf.floor(beta * tf.cast(n, tf.float64)), tf.int32)
-
-      def trimmed(stacked):
-        kept = lambda: tf.sort(tf.boolean_mask(stacked, included), axis=0)[k:n - k]
-        return tf.cond(n > 0, lambda: tf.reduce_mean(kept(), axis=0),
-                       lambda: tf.zeros(stacked.shape[1:], stacked.dtype))
-
-      return tf.nest.map_structure(trimmed, values), {'trimmed_per_end': k}
-
-    return common.build_gathered_process(value_type, weight_type, rule)
+  def in_process(self):
+    return common.gathered_in_process(self._rule)

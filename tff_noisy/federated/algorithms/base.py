@@ -14,6 +14,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from tff_noisy import methods
+from tff_noisy import runtime
 from tff_noisy.federated import process as process_lib
 from tff_noisy.federated.objectives.base import ClientObjective
 
@@ -33,12 +34,19 @@ class Setup:
   num_classes: int
   batch_size: Optional[int] = None  # fl.batch_size: examples per client batch.
   faults: bool = False  # Simulated faults configured: the process takes each client's fault.
+  client_runtime: str = 'tff'  # fl.client_runtime: where the clients train (tff_noisy.runtime).
+  clients_per_call: Optional[int] = None  # fl.clients_per_call (tf runtime).
 
   def build_process(self, objective: ClientObjective) -> process_lib.FederatedProcess:
+    clients = runtime.build(
+        self.client_runtime, model_fn=self.model_fn, client_optimizer=self.client_optimizer,
+        local_epochs=self.local_epochs, weight_decay=self.weight_decay,
+        batch_size=self.batch_size, faults=self.faults, clients_per_call=self.clients_per_call)
     return process_lib.build_process(
         self.model_fn, self.element_spec, self.client_optimizer, self.server_optimizer,
         objective=objective, model_aggregator=self.aggregator,
-        local_epochs=self.local_epochs, weight_decay=self.weight_decay, faults=self.faults)
+        local_epochs=self.local_epochs, weight_decay=self.weight_decay, faults=self.faults,
+        client_runtime=clients)
 
 
 class Method:
@@ -120,14 +128,16 @@ class Method:
     return {}
 
   def run_round(self, state, datasets: dict, client_states: list, faults=None) -> tuple:
-    """One round on {client id: dataset}; ``(state, metrics, client states, diagnostics)``.
+    """One round on {client id: ClientData or dataset}; ``(state, metrics, client states,
+    diagnostics)``.
 
     ``faults``: each client's simulated fault, in the same order, when the config has
     faults (the driver passes it only then); hand it on to ``process.next`` or
     ``process.train_clients``.
     """
     output = self.process.next(state, list(datasets.values()), client_states, faults)
-    return output.state, round_metrics(output.metrics), output.client_states, {}
+    return (output.state, round_metrics(output.metrics), output.client_states,
+            dict(output.diagnostics))
 
 
 def round_metrics(metrics) -> dict:

@@ -1,8 +1,8 @@
 """FedDS (Dong et al. 2026): Dawid-Skene client reliabilities as aggregation weights.
 
 A round is split in federated computations, the spec's TFF mapping (specs/fedds.md §3):
-the process's ``train`` broadcasts the global model and returns each client's update to
-the server; ``client_predictions`` labels the unlabelled public split with each local
+the process's client training (``train``, or the configured client runtime) returns each
+client's update to the server; ``client_predictions`` labels the unlabelled public split with each local
 model (hard argmax, Eq. 4); Dawid-Skene is fitted over the clients as annotators and the
 process's ``aggregate`` applies the configured aggregator (``fl.aggregator``, the
 weighted mean by default) with weights w_j = r_j / sum r (Eq. 8, r_j the mean diagonal
@@ -194,21 +194,19 @@ class FedDS(base.Method):
     return dawid_skene.reliability_weights(scores), diagnostics
 
   def run_round(self, state, datasets, client_states, faults=None):
-    """The split round: train, Dawid-Skene weights, the configured aggregator.
+    """The round with Dawid-Skene weights as its server step before the aggregator.
 
     A Byzantine client's update is corrupted before it reaches the server, so its local
     model (global - update) labels the public set as the server would see it.
     """
-    global_weights = self.process.get_model_weights(state)
-    results, train_metrics, client_states = self.process.train_clients(
-        global_weights, self.process.get_hparams(state), list(datasets.values()),
-        client_states, faults)
-    weights, diagnostics = self.client_weights(list(datasets), results, global_weights)
-    aggregator_state, finalizer_state, new_weights, measurements = self.process.aggregate(
-        state.aggregator, state.finalizer, global_weights, [r.update for r in results],
-        [np.float32(w) for w in weights])
-    new_state = state._replace(global_model_weights=new_weights,
-                               aggregator=aggregator_state, finalizer=finalizer_state)
-    metrics = base.round_metrics(dict(client_work={'train': train_metrics}, **measurements))
-    diagnostics['fedds_weights'] = {cid: float(w) for cid, w in zip(datasets, weights)}
-    return new_state, metrics, client_states, diagnostics
+    client_ids = list(datasets)
+
+    def weigh(results, global_weights):
+      weights, diagnostics = self.client_weights(client_ids, results, global_weights)
+      diagnostics['fedds_weights'] = {cid: float(w) for cid, w in zip(client_ids, weights)}
+      return weights, diagnostics
+
+    output = self.process.next(state, list(datasets.values()), client_states, faults,
+                               aggregation_weights=weigh)
+    return (output.state, base.round_metrics(output.metrics), output.client_states,
+            dict(output.diagnostics))

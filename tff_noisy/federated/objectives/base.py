@@ -44,6 +44,9 @@ class ClientObjective:
   trainable_state: Optional[str] = None
   hparams: Mapping[str, np.ndarray] = {}
   metric_names: Tuple[str, ...] = ()
+  # The loss of an example depends on that example alone (not on the rest of its batch),
+  # so clients can be stacked with padded batches (``runtime.stacked``).
+  per_example_loss: bool = True
 
   def __init__(self, proximal_strength: float = 0.0):
     if proximal_strength < 0:

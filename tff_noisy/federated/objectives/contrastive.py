@@ -19,6 +19,7 @@ class KSimilarityObjective(ClientObjective):
   """CE + weight * L_CL over in-batch neighbours of the ``embedding`` field."""
 
   uses_features = True
+  per_example_loss = False  # Neighbours are taken within the batch.
 
   def __init__(self, k: int, temperature: float, weight: float, exclude_self: bool = True):
     super().__init__()

@@ -1,0 +1,117 @@
+"""Stacked clients train exactly as each client alone (``client_work.build_local_training``)."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import models
+from tff_noisy.federated import client_data
+from tff_noisy.federated import client_work
+from tff_noisy.federated.objectives import contrastive
+from tff_noisy.federated.objectives import forward_correction
+from tff_noisy.federated.objectives import masked_optim
+from tff_noisy.federated.objectives.base import ClientObjective
+from tff_noisy.runtime import stacked
+from tff_noisy.tff_runtime import import_tff
+
+tff = import_tff()
+SHAPE = (8, 8, 1)
+
+
+def _clients(sizes, batch_size, weighted=False):
+  rng = np.random.default_rng(1)
+  clients = []
+  for i, n in enumerate(sizes):
+    extra = {'aggregation_weight': rng.random(n).astype(np.float32)} if weighted else None
+    clients.append(client_data.make_client_data(rng.random((n, *SHAPE)), rng.integers(0, 10, n),
+                                                batch_size, 100 + i, extra))
+  return clients
+
+
+def _compare(model_name, optimizer, objective, sizes, *, batch_size=8, epochs=2,
+             weight_decay=0.0, weighted=False, tolerance=1e-6):
+  tf.keras.utils.set_random_seed(0)
+  model_fn = lambda: models.build_model(model_name, SHAPE, 10)  # pylint: disable=unnecessary-lambda-assignment
+  model = model_fn()
+  assert stacked.unstackable_reason(model, objective) == ''
+  weights = tf.nest.map_structure(lambda v: v.numpy() + 0.01,  # Not the model's own values.
+                                  client_work.model_weights_of(model))
+  clients = _clients(sizes, batch_size, weighted)
+  alone = client_work.build_local_training(model_fn(), optimizer, objective, epochs,
+                                           weight_decay)
+  together = stacked.build_stacked_training(model, optimizer, objective, weight_decay)
+  batches, mask = stacked.stack_batches(clients, client_data.batch_orders(clients, epochs),
+                                        batch_size, epochs)
+  updates, sums = together(weights, batches, mask, {})
+  scale = max(np.abs(w).max() for w in tf.nest.flatten(weights))
+  for c, client in enumerate(clients):
+    result, metrics, _ = alone(weights, client.dataset(), (), {})
+    for want, got in zip(tf.nest.flatten(result.update), tf.nest.flatten(updates)):
+      np.testing.assert_allclose(got[c], want, atol=tolerance * scale, rtol=0)
+    assert float(sums['weight_sum'][c]) / epochs == pytest.approx(
+        float(result.update_weight), rel=1e-6)
+    assert int(sums['num_examples'][c]) == int(metrics['num_examples'])
+    assert float(sums['loss_sum'][c]) == pytest.approx(float(metrics['loss_sum']), rel=1e-5)
+    assert float(sums['correct'][c]) == float(metrics['correct'])
+  # A group also trains each client as it trains alone in a group of one.
+  one_batches, one_mask = stacked.stack_batches(clients[-1:], client_data.batch_orders(
+      clients[-1:], epochs), batch_size, epochs)
+  one, _ = together(weights, one_batches, one_mask, {})
+  for got, want in zip(tf.nest.flatten(one), tf.nest.flatten(updates)):
+    np.testing.assert_allclose(got[0], want[-1], atol=tolerance * scale, rtol=0)
+
+
+def test_unequal_clients_with_momentum_fedprox_and_weight_decay():
+  """An empty client, one smaller than the batch, one exactly a batch, ragged ones."""
+  _compare('mlp', tff.learning.optimizers.build_sgdm(0.1, 0.9),
+           ClientObjective(proximal_strength=0.1), [0, 3, 8, 20, 17],
+           weight_decay=1e-3, weighted=True)
+
+
+def test_adam_counts_only_real_steps():
+  """Adam divides by sqrt(v): a gradient near 0 that rounds differently (the stacked mean
+  sums a padded batch) moves a weight by up to the learning rate; 2 of 8,192 weights
+  differ by 1.3e-5 of the largest weight after 8 steps, the rest by < 1e-6."""
+  _compare('mlp', tff.learning.optimizers.build_adam(0.01), ClientObjective(), [2, 11, 30],
+           batch_size=4, epochs=1, tolerance=3e-5)
+
+
+def test_convolutional_model():
+  _compare('pooled_cnn', tff.learning.optimizers.build_sgdm(0.05), ClientObjective(),
+           [5, 12], epochs=1)
+
+
+def test_stack_batches_pads_and_masks():
+  clients = _clients([3, 5], batch_size=2)
+  orders = client_data.batch_orders(clients, 2)
+  batches, mask = stacked.stack_batches(clients, orders, 2, 2)
+  assert mask.shape == (2, 6, 2)  # 5 examples: 3 batches a pass, 2 passes.
+  assert mask[0].sum() == 6 and mask[1].sum() == 10
+  assert mask[0].tolist() == [[1, 1], [1, 0], [1, 1], [1, 0], [0, 0], [0, 0]]
+  np.testing.assert_array_equal(batches['index'][1][mask[1]], orders[1])
+  assert not batches['x'][0][~mask[0]].any()
+
+
+@pytest.mark.parametrize('model_name, options, objective, reason', [
+    ('resnet20', {'norm': 'batch'}, ClientObjective(), 'BatchNormalization'),
+    ('mnist_cnn', {}, ClientObjective(), 'Dropout'),
+    ('mlp', {}, forward_correction.ForwardCorrectionObjective(10), 'its own prologue'),
+    ('mlp', {}, masked_optim.MaskedOptimObjective(10), 'its own prologue'),
+    ('mlp', {}, contrastive.KSimilarityObjective(2, 0.5, 1.0), 'features'),
+])
+def test_what_cannot_be_stacked_says_why(model_name, options, objective, reason):
+  shape = (28, 28, 1) if model_name == 'mnist_cnn' else SHAPE
+  model = models.build_model(model_name, shape, 10, **options)
+  assert reason in stacked.unstackable_reason(model, objective)
+
+
+def test_substitution_restores_the_variables():
+  model = models.build_model('mlp', SHAPE, 10)
+  values = tf.nest.map_structure(lambda v: tf.zeros_like(v),  # pylint: disable=unnecessary-lambda
+                                 client_work.model_weights_of(model))
+  x = np.ones((1, *SHAPE), np.float32)
+  variables = list(model.variables)
+  with stacked.substituted(model, values):
+    assert not model(x).numpy().any()
+  assert model(x).numpy().any()
+  assert all(a is b for a, b in zip(model.variables, variables))
+  assert len(model.variables) == len(variables)

@@ -1,0 +1,168 @@
+"""``fl.client_runtime: tf`` gives TFF's round: every method, both aggregators, stacked or not."""
+import json
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tff_noisy import config as config_lib
+from tff_noisy.config import ConfigError
+from tff_noisy.data import federated as federated_data
+from tff_noisy.federated.objectives import masked_optim
+from tff_noisy.runtime import tf_clients
+from tff_noisy.simulation import driver
+from tff_noisy.simulation.client_state import ClientStateStore
+
+# Each method's parameters and the server's phase (hparams) the round runs in: FedEFC's
+# clients after the switch to forward correction, MaskedOptim's flagged clients correcting.
+METHODS = {
+    'fedavg': ({}, {}), 'fedprox': ({'mu': 0.1}, {}),
+    'fedln': ({'activation_round': 5}, {}), 'fedln_nafedavg': ({'activation_round': 5}, {}),
+    'fedds': ({}, {}),
+    'fedefc': ({}, {'corrected': 1}), 'forward_correction': ({}, {'corrected': 1}),
+    'maskedoptim': ({'warmup_rounds': 1}, {}), 'lsc': ({}, {}),
+}
+
+STACKED = ('fedavg', 'fedprox', 'fedln', 'fedln_nafedavg', 'fedds')
+
+
+def _config(cache, runtime, method, aggregator='mean', **fl):
+  return config_lib.from_dict({
+      'seed': 0, 'data': {'dataset': 'digits', 'public_fraction': 0.1, 'cache_dir': str(cache)},
+      'partition': {'name': 'iid', 'num_clients': 6},
+      'noise': {'name': 'pairflip', 'rate': 0.6, 'noisy_fraction': 0.5},
+      'model': {'name': 'mlp', 'width': 32},
+      'method': {'name': method, 'params': METHODS[method][0]},
+      'fl': {'rounds': 12, 'participation': 0.5, 'local_epochs': 2, 'batch_size': 16,
+             'client_lr': 0.05, 'momentum': 0.9, 'weight_decay': 1e-4,
+             'aggregator': aggregator, 'client_runtime': runtime, **fl}})
+
+
+def one_round(cache, runtime, method, aggregator='mean', stack=True):
+  """``(new global weights, client states, round metrics)`` of one round from the same
+  start: the method prepared, its phase set, clients 0-2 with a flagged noisy client."""
+  config = _config(cache, runtime, method, aggregator)
+  data = federated_data.build_federated_data(config)
+  built = driver.build_method(config, data)
+  process = built.process
+  if not stack:
+    setup = built.setup
+    process.clients = tf_clients.InProcessClients(
+        setup.model_fn, setup.client_optimizer, process.objective,
+        local_epochs=setup.local_epochs, weight_decay=setup.weight_decay,
+        batch_size=setup.batch_size, stack=False)
+  store = ClientStateStore()
+  built.prepare(data, store)
+  tf.keras.utils.set_random_seed(0)
+  state = process.set_model_weights(process.initialize(), tf.nest.map_structure(
+      lambda v: v.numpy(), driver.client_work.model_weights_of(built.setup.model_fn())))
+  hparams = dict(process.get_hparams(state), **METHODS[method][1])
+  state = process.set_hparams(state, hparams)
+  ids = data.client_ids[:3]
+  clients, _ = driver.client_datasets(built, data, store, ids, [11, 12, 13],
+                                      config.fl.batch_size)
+  states = [store.objective_state(cid, process.objective, data.y[cid]) for cid in clients]
+  if method == 'maskedoptim':
+    states[0][masked_optim.NOISY] = np.int32(1)
+  new_state, metrics, new_states, _ = built.run_round(state, clients, states)
+  if runtime == 'tf':  # Stacked exactly where the objective allows it.
+    described = process.clients.describe()
+    assert (described['path'] == 'stacked') == (stack and method in STACKED), described
+  weights = tf.nest.flatten(process.get_model_weights(new_state))
+  return [np.asarray(w) for w in weights], new_states, metrics
+
+
+def _assert_same_round(want, got, tolerance=1e-5):
+  want_weights, want_states, want_metrics = want
+  got_weights, got_states, got_metrics = got
+  scale = max(np.abs(w).max() for w in want_weights)
+  for w, g in zip(want_weights, got_weights):
+    np.testing.assert_allclose(g, w, atol=tolerance * scale, rtol=0)
+  for w, g in zip(tf.nest.flatten(want_states), tf.nest.flatten(got_states)):
+    np.testing.assert_allclose(np.asarray(g), np.asarray(w), atol=tolerance * max(
+        1.0, np.abs(np.asarray(w)).max()), rtol=0)
+  assert got_metrics['train_loss'] == pytest.approx(want_metrics['train_loss'], rel=1e-5)
+  assert got_metrics['non_finite_clients'] == want_metrics['non_finite_clients']
+  assert got_metrics.get('objective', {}).keys() == want_metrics.get('objective', {}).keys()
+  for name, value in want_metrics.get('objective', {}).items():
+    assert got_metrics['objective'][name] == pytest.approx(value, rel=1e-5, abs=1e-6)
+
+
+def test_one_round_equals_tff(tmp_path):
+  """The fast tier's check; the slow tier runs every method with both aggregators."""
+  _assert_same_round(one_round(tmp_path, 'tff', 'fedprox'), one_round(tmp_path, 'tf', 'fedprox'))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('aggregator', ['mean', 'geometric_median'])
+@pytest.mark.parametrize('method', sorted(METHODS))
+def test_every_method_one_round_equals_tff(tmp_path, method, aggregator):
+  want = one_round(tmp_path, 'tff', method, aggregator)
+  _assert_same_round(want, one_round(tmp_path, 'tf', method, aggregator))
+  _assert_same_round(want, one_round(tmp_path, 'tf', method, aggregator, stack=False))
+
+
+def test_results_say_where_and_how_clients_trained(tmp_path):
+  config = _config(tmp_path / 'c', 'tf', 'fedavg', rounds=1)
+  results = driver.run_experiment(config, str(tmp_path / 'run'), progress=False)
+  saved = json.loads((tmp_path / 'run' / 'results.json').read_text())
+  assert saved['runtime'] == results.runtime
+  assert results.runtime['client_runtime'] == 'tf'
+  assert results.runtime['clients_trained_on'] == 'CPU'  # conftest hides any GPU.
+  assert results.runtime['path'] == 'stacked' and results.runtime['clients_per_call'] >= 1
+
+
+@pytest.mark.slow
+def test_pinned_digits_twelve_rounds_within_a_point(tmp_path):
+  """The 12-round digits protocol: per-round test accuracy within 1 point of TFF's."""
+  runs = {runtime: driver.run_experiment(_config(tmp_path / 'c', runtime, 'fedavg'),
+                                         str(tmp_path / runtime), progress=False)
+          for runtime in ('tff', 'tf')}
+  for want, got in zip(runs['tff'].rounds, runs['tf'].rounds):
+    assert got['clients'] == want['clients']
+    assert abs(got['test_accuracy'] - want['test_accuracy']) <= 0.01
+
+
+@pytest.mark.parametrize('name, hint', [('tf2', "did you mean 'tf'?"),
+                                        ('tflit', "did you mean 'tflite'?")])
+def test_unknown_runtime_suggests_the_closest(name, hint):
+  with pytest.raises(ConfigError, match='^' + re.escape(
+      f"fl.client_runtime: must be one of tff, tf, tflite; got '{name}'; {hint}") + '$'):
+    config_lib.from_dict({'fl': {'client_runtime': name}})
+
+
+def test_bad_clients_per_call_is_a_config_error():
+  with pytest.raises(ConfigError, match='^fl.clients_per_call: must be >= 1'):
+    config_lib.from_dict({'fl': {'clients_per_call': 0}})
+
+
+def test_tf_runtime_with_workers_is_refused(tmp_path):
+  with pytest.raises(ConfigError, match="^--workers: with fl.client_runtime: tf the clients "
+                     "train in this process's TensorFlow"):
+    driver.run_experiment(_config(tmp_path, 'tf', 'fedavg'), str(tmp_path / 'out'),
+                          workers=['localhost:1'])
+  assert not (tmp_path / 'out').exists()
+
+
+def test_clients_train_on_the_gpu_when_there_is_one(tmp_path):
+  """Runs where TensorFlow sees a GPU (a child process: conftest hides GPUs here)."""
+  script = (
+      'import sys, tensorflow as tf\n'
+      'if not tf.config.list_physical_devices("GPU"): sys.exit(3)\n'
+      'from tff_noisy import config as c\n'
+      'from tff_noisy.simulation import driver\n'
+      f'cfg = c.from_dict({{"data": {{"dataset": "digits", "cache_dir": {str(tmp_path)!r}}},'
+      '"model": {"name": "mlp"}, "device": "gpu",'
+      '"fl": {"rounds": 1, "client_runtime": "tf"}})\n'
+      f'r = driver.run_experiment(cfg, {str(tmp_path / "run")!r}, progress=False)\n'
+      'print(r.runtime["clients_trained_on"])\n')
+  env = {k: v for k, v in __import__('os').environ.items() if k != 'CUDA_VISIBLE_DEVICES'}
+  done = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True,
+                        env=env, timeout=600, check=False)
+  if done.returncode == 3:
+    pytest.skip('TensorFlow sees no GPU on this machine')
+  assert done.returncode == 0, done.stderr[-3000:]
+  assert done.stdout.strip().splitlines()[-1].startswith('GPU')

@@ -1,0 +1,51 @@
+"""Client runtimes: where a round's clients train (``fl.client_runtime``).
+
+| runtime    | clients train in                              | remote workers |
+|------------|-----------------------------------------------|----------------|
+| ``tff``    | TFF's C++ ``worker_binary`` (CPU only)         | yes            |
+| ``tf``     | this process's TensorFlow (GPU when it sees   | no             |
+|            | one), many clients per graph call when exact  |                |
+| ``tflite`` | the TFLite interpreter (on-device model)      | no             |
+
+Every runtime runs the same client kernel (``client_work.build_local_training``; the
+TFLite export compiles its own copy of the step, ``tflite_export.training``) and feeds the
+process's one round (``FederatedProcess.next``): the configured aggregator and finalizer.
+With ``tff`` the aggregator runs in TFF's worker; with ``tf`` and ``tflite`` the clients'
+updates are already in this process, and a stateless aggregator with an in-process form
+(mean, coordinate median, trimmed mean, Krum) aggregates them here, in one graph call;
+the geometric medians still run in TFF's worker. ``build`` returns what
+``process.build_process`` takes: ``None`` for TFF's own client work, else
+``objective -> runtime``.
+"""
+
+from typing import Callable, Optional
+
+RUNTIMES = ('tff', 'tf', 'tflite')
+
+
+def build(name: str, *, model_fn, client_optimizer, local_epochs: int, weight_decay: float,
+          batch_size: int, faults: bool = False,
+          clients_per_call: Optional[int] = None) -> Optional[Callable]:
+  """The client-runtime factory of ``fl.client_runtime: name`` (``None``: TFF's)."""
+  if name == 'tff':
+    return None
+  if name == 'tf':
+    from tff_noisy.runtime import tf_clients  # pylint: disable=g-import-not-at-top
+    return lambda objective: tf_clients.InProcessClients(
+        model_fn, client_optimizer, objective, local_epochs=local_epochs,
+        weight_decay=weight_decay, batch_size=batch_size, clients_per_call=clients_per_call)
+  if name == 'tflite':
+    from tff_noisy.runtime import tflite_clients  # pylint: disable=g-import-not-at-top
+    return lambda objective: tflite_clients.TFLiteClients(
+        model_fn, client_optimizer, objective, local_epochs=local_epochs,
+        weight_decay=weight_decay, faults=faults)
+  raise ValueError(f'unknown client runtime {name!r}; allowed: {", ".join(RUNTIMES)}')
+
+
+def describe(process) -> dict:
+  """What results.json keeps of where a process's clients trained."""
+  if process.clients is None:
+    record = {'client_runtime': 'tff', 'clients_trained_on': 'TFF worker_binary (CPU)'}
+  else:
+    record = process.clients.describe()
+  return dict(record, aggregated_in=process.aggregated_in())

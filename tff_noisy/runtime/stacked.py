@@ -1,0 +1,190 @@
+"""Many clients in one graph call: the client step vectorised over a leading client axis.
+
+``build_stacked_training`` returns a ``tf.function`` that trains a group of C clients at
+once. Their batches are stacked ``[C, S, B, ...]`` (S: the most steps any client of the
+group takes over its local epochs; B: the batch size) with a mask that marks each
+client's real examples, so every client sees exactly its own batches: a padded example
+adds nothing to a loss, a gradient or a metric, and a step with no real example leaves
+the client's weights and optimiser state as they were. Each step runs the *unmodified*
+Keras model once per client under ``tf.vectorized_map``, with the client's weight tensors
+put in place of the model's variables for the call (``substituted``); ``pfor`` turns the
+per-client matmuls into batched ones (convolutions fall back to a loop inside the graph).
+
+The arithmetic is the client work's (``client_work.build_local_training``): the mean
+per-example loss of the objective over the batch's real examples, FedProx's proximal
+gradient and coupled weight decay (``client_work.regularized_gradients``), the client
+optimiser's step, the update ``initial - trained``; tests hold the two equal.
+
+Only what is exact when stacked is stacked (``unstackable_reason``): objectives whose
+loss is per example with no prologue, epilogue, state or reported metrics, and models
+whose forward pass in training depends on nothing but the weights and the example
+(no BatchNorm batch statistics, no dropout, no regularisation losses).
+"""
+
+import collections
+import contextlib
+
+import numpy as np
+import tensorflow as tf
+
+from tff_noisy.federated import client_work
+from tff_noisy.federated.objectives.base import ClientObjective
+
+# Layers whose training-mode output depends on more than the weights and the example.
+_BATCH_DEPENDENT_LAYERS = (tf.keras.layers.BatchNormalization, tf.keras.layers.Dropout,
+                           tf.keras.layers.GaussianNoise, tf.keras.layers.GaussianDropout,
+                           tf.keras.layers.AlphaDropout)
+
+
+def _variable_owners(model: tf.keras.Model) -> dict:
+  """``{id(variable): [(layer, attribute), ...]}`` for the model's variables."""
+  owners = collections.defaultdict(list)
+  for layer in model.submodules:
+    for name, value in vars(layer).items():
+      if isinstance(value, tf.Variable):
+        owners[id(value)].append((layer, name))
+  return owners
+
+
+@contextlib.contextmanager
+def substituted(model: tf.keras.Model, values):
+  """Within the block, the model's layers read ``values`` (``ModelWeights`` of tensors,
+  in ``client_work.model_weights_of(model)``'s order) in place of their variables."""
+  owners = _variable_owners(model)
+  weights = client_work.model_weights_of(model)
+  swapped = []
+  try:
+    for variable, value in zip(tf.nest.flatten(weights), tf.nest.flatten(values)):
+      for layer, name in owners[id(variable)]:
+        object.__setattr__(layer, name, value)  # Bypasses Keras' variable tracking.
+        swapped.append((layer, name, variable))
+    yield
+  finally:
+    for layer, name, variable in swapped:
+      object.__setattr__(layer, name, variable)
+
+
+def unstackable_reason(model: tf.keras.Model, objective: ClientObjective) -> str:
+  """Why clients of ``objective`` on ``model`` cannot be stacked ('' when they can)."""
+  for method in ('prologue', 'epilogue', 'client_metrics'):
+    if getattr(type(objective), method) is not getattr(ClientObjective, method):
+      return f'the objective {type(objective).__name__} has its own {method}'
+  if objective.state_spec or objective.trainable_state:
+    return f'the objective {type(objective).__name__} keeps per-client state'
+  if objective.uses_features:
+    return f'the objective {type(objective).__name__} reads the model\'s features'
+  if not objective.per_example_loss:
+    return (f'the loss of {type(objective).__name__} couples the examples of a batch, so '
+            'padding would change it')
+  for layer in model.submodules:
+    if isinstance(layer, _BATCH_DEPENDENT_LAYERS):
+      return (f'model layer {layer.name} ({type(layer).__name__}) depends on more than '
+              'the weights and the example in training')
+  if model.losses:
+    return 'the model has regularisation losses'
+  owners = _variable_owners(model)
+  for variable in model.variables:
+    if not owners.get(id(variable)):
+      return f'model variable {variable.name} is not a layer attribute'
+  return ''
+
+
+def build_stacked_training(model: tf.keras.Model, optimizer, objective: ClientObjective,
+                           weight_decay: float = 0.0):
+  """A ``tf.function`` training a group of stacked clients (module doc).
+
+  ``(initial_weights, batches, mask, hparams) -> (updates, sums)``: ``batches`` maps
+  each dataset field to ``[C, S, B, ...]``, ``mask`` is ``[C, S, B]`` bool; ``updates``
+  are ``initial - trained`` stacked per client (``ModelWeights`` of ``[C, ...]``) and
+  ``sums`` the per-client ``loss_sum``, ``correct``, ``num_examples`` and ``weight_sum``
+  (the aggregation weight summed over every pass) as ``[C]`` tensors.
+  """
+  weights = client_work.model_weights_of(model)
+  trainable_specs = tuple(tf.TensorSpec(v.shape, v.dtype) for v in weights.trainable)
+
+  @tf.function
+  def train(initial_weights, batches, mask, hparams):
+    num_clients = tf.shape(mask)[0]
+    initial_trainable = tuple(tf.convert_to_tensor(w) for w in initial_weights.trainable)
+    non_trainable = tuple(tf.convert_to_tensor(w) for w in initial_weights.non_trainable)
+
+    def per_client(value):
+      value = tf.convert_to_tensor(value)
+      return tf.broadcast_to(value, tf.concat([[num_clients], tf.shape(value)], 0))
+
+    def client_step(args):
+      trainable, opt_state, batch, real = args
+      with tf.GradientTape() as tape:
+        tape.watch(trainable)
+        with substituted(model, client_work.model_weights_of_values(trainable,
+                                                                    non_trainable)):
+          logits = model(batch['x'], training=True)
+        per_example = objective.loss(batch, logits, None, {}, hparams, None)
+        per_example = tf.where(real, per_example, tf.zeros_like(per_example))
+        count = tf.reduce_sum(tf.cast(real, tf.float32))
+        loss = tf.reduce_sum(per_example) / tf.maximum(count, 1.0)
+      grads = client_work.regularized_gradients(
+          tape.gradient(loss, trainable), trainable, initial_trainable,
+          objective.proximal_strength, weight_decay)
+      new_opt_state, new_trainable = optimizer.next(opt_state, trainable, tuple(grads))
+      stepped = count > 0
+      keep = lambda new, old: tf.where(stepped, new, old)  # pylint: disable=unnecessary-lambda-assignment
+      trainable = tuple(keep(n, o) for n, o in zip(new_trainable, trainable))
+      opt_state = tf.nest.map_structure(keep, new_opt_state, opt_state)
+      predicted = tf.argmax(logits, axis=-1, output_type=tf.int64)
+      correct = tf.reduce_sum(tf.cast(
+          tf.logical_and(real, tf.equal(predicted, tf.cast(batch['y'], tf.int64))),
+          tf.float32))
+      if client_work.AGGREGATION_WEIGHT_KEY in batch:
+        weight = tf.reduce_sum(tf.where(
+            real, tf.cast(batch[client_work.AGGREGATION_WEIGHT_KEY], tf.float32), 0.0))
+      else:
+        weight = count
+      return trainable, opt_state, tf.stack([tf.reduce_sum(per_example), correct, count,
+                                             weight])
+
+    trainable = tuple(per_client(w) for w in initial_trainable)
+    opt_state = tf.nest.map_structure(per_client, optimizer.initialize(trainable_specs))
+    sums = tf.zeros([num_clients, 4])
+    for step in tf.range(tf.shape(mask)[1]):
+      batch = {name: value[:, step] for name, value in batches.items()}
+      trainable, opt_state, step_sums = tf.vectorized_map(
+          client_step, (trainable, opt_state, batch, mask[:, step]))
+      sums += step_sums
+    updates = client_work.model_weights_of_values(
+        [w[None] - t for w, t in zip(initial_trainable, trainable)],
+        [tf.zeros_like(per_client(w)) for w in non_trainable])
+    return updates, collections.OrderedDict(
+        loss_sum=sums[:, 0], correct=sums[:, 1],
+        num_examples=tf.cast(sums[:, 2], tf.int64), weight_sum=sums[:, 3])
+
+  return train
+
+
+def stack_batches(clients, orders, batch_size: int, passes: int):
+  """``(batches, mask)`` of a group of ``ClientData`` in their batch ``orders``.
+
+  Client c's examples ``orders[c]`` (every pass, ``client_data.batch_orders``) are cut
+  into batches of ``batch_size`` that restart at each pass, as ``dataset().repeat()``
+  yields them; the group is padded to its longest client.
+  """
+  steps = [passes * -(-c.num_examples // batch_size) for c in clients]
+  num_steps = max(steps + [1])
+  fields = clients[0].features
+  batches = {name: np.zeros((len(clients), num_steps, batch_size, *value.shape[1:]),
+                            value.dtype) for name, value in fields.items()}
+  mask = np.zeros((len(clients), num_steps, batch_size), bool)
+  for c, (client, order) in enumerate(zip(clients, orders)):
+    n = client.num_examples
+    if not n:
+      continue
+    per_pass = -(-n // batch_size)
+    # Slot of each position of `order` in the [steps, batch] grid: a pass starts a batch.
+    position = np.arange(len(order))
+    pass_index, within = np.divmod(position, n)
+    step = pass_index * per_pass + within // batch_size
+    slot = within % batch_size
+    mask[c, step, slot] = True
+    for name, value in client.features.items():
+      batches[name][c, step, slot] = value[order]
+  return batches, mask

@@ -1,0 +1,209 @@
+"""``fl.client_runtime: tf``: the round's clients train in the driver's own TensorFlow.
+
+The same client kernel as TFF's client work (``client_work.build_local_training``), run
+in this process instead of TFF's CPU-only ``worker_binary``: on the GPU when the run's
+``device`` gives TensorFlow one, and without serialising every client's dataset into a
+TFF computation. Aggregation stays the process's ``aggregate`` (the configured
+aggregator and finalizer), as for every runtime.
+
+Two paths, chosen once when the runtime is built:
+
+- **stacked** (``runtime.stacked``): groups of up to ``fl.clients_per_call`` clients
+  train in one graph call, on a leading client axis. Clients are sorted by their number
+  of steps before grouping, so little is padded. A group that does not fit in memory is
+  halved and retried; the round's record says so (``clients_per_call``).
+- **one call per client**: the kernel itself, for the objectives and models that cannot
+  be stacked exactly (``stacked.unstackable_reason`` says why; ``results.json`` keeps it).
+
+A simulated Byzantine client's update is corrupted (``ops.faults_tf.corrupt``) before
+the non-finite check, as in TFF's client work; a non-finite update is zeroed, weighted 0,
+keeps the client's old state and is counted in ``non_finite_clients``.
+"""
+
+import collections
+from typing import Optional
+
+import numpy as np
+import tensorflow as tf
+
+from tff_noisy.federated import client_data as client_data_lib
+from tff_noisy.federated import client_work
+from tff_noisy.ops import faults as faults_lib
+from tff_noisy.ops import faults_tf
+from tff_noisy.runtime import stacked
+from tff_noisy.tff_runtime import import_tff
+
+tff = import_tff()
+
+# Stacked clients per call when fl.clients_per_call is not set: as many as keep about
+# this many bytes of per-client weights (each client holds ~4 copies: weights, optimiser
+# state, gradients, update), at most MAX_AUTO_CLIENTS_PER_CALL.
+AUTO_STACK_BYTES = 512 * 2**20
+MAX_AUTO_CLIENTS_PER_CALL = 1024
+
+
+def training_device() -> str:
+  """Where this process's TensorFlow places the clients' training: 'GPU:0' or 'CPU'."""
+  gpus = tf.config.list_logical_devices('GPU')
+  return gpus[0].name.replace('/device:', '') if gpus else 'CPU'
+
+
+def _to_numpy(structure):
+  return tf.nest.map_structure(lambda t: t.numpy() if hasattr(t, 'numpy') else t, structure)
+
+
+def _all_finite(arrays, axis_start: int = 0) -> np.ndarray:
+  """Whether every value of each client's arrays is finite (per leading index when
+  ``axis_start`` is 1, else one bool)."""
+  if axis_start:
+    return np.all([np.isfinite(a).reshape(len(a), -1).all(axis=1) for a in arrays], axis=0)
+  return all(np.isfinite(a).all() for a in arrays)
+
+
+_FINITE = '_finite'  # Per-client metric key of whether the kernel found the update finite.
+
+
+def _checked(update, weight, metrics, fault):
+  """A client's ``(ClientResult, metrics, finite)`` after its simulated fault and the
+  non-finite rule of TFF's client work (zero update, weight 0, metrics of a rejected
+  client). ``metrics[_FINITE]`` says whether the update as trained was finite; a
+  corrupted update is checked as it is sent."""
+  finite = bool(metrics.pop(_FINITE))  # Of the update as trained.
+  if fault is not None and int(fault['kind']) != faults_lib.HONEST:
+    update = _to_numpy(faults_tf.corrupt(update, fault))
+    finite = _all_finite(tf.nest.flatten(update))  # Of the update as sent.
+  if not finite:
+    update = tf.nest.map_structure(np.zeros_like, update)
+    weight = 0.0
+    metrics = collections.OrderedDict(
+        (name, np.int32(1) if name == 'non_finite_clients'
+         else tf.nest.map_structure(np.zeros_like, value))
+        for name, value in metrics.items())
+  return (tff.learning.templates.ClientResult(update=update,
+                                              update_weight=np.float32(weight)),
+          metrics, finite)
+
+
+class InProcessClients:
+  """A client runtime (``FederatedProcess.clients``) running in this process."""
+
+  name = 'tf'
+
+  def __init__(self, model_fn, optimizer, objective, *, local_epochs: int,
+               weight_decay: float, batch_size: int,
+               clients_per_call: Optional[int] = None, stack: bool = True):
+    self.objective = objective
+    self.local_epochs = int(local_epochs)
+    self.batch_size = int(batch_size)
+    model = model_fn()
+    self._kernel = client_work.build_local_training(model, optimizer, objective,
+                                                    self.local_epochs, weight_decay)
+    self.device = training_device()
+    stack_model = model_fn()
+    self.unstacked_reason = ('stacking turned off' if not stack
+                             else stacked.unstackable_reason(stack_model, objective))
+    self.stacked = not self.unstacked_reason
+    num_weights = sum(int(np.prod(v.shape)) for v in stack_model.variables)
+    self.clients_per_call = int(clients_per_call or max(1, min(
+        MAX_AUTO_CLIENTS_PER_CALL, AUTO_STACK_BYTES // (16 * max(num_weights, 1)))))
+    if self.stacked:
+      self._stacked_kernel = stacked.build_stacked_training(
+          stack_model, optimizer, objective, weight_decay)
+
+  def describe(self) -> dict:
+    """What results.json keeps of this runtime."""
+    record = {'client_runtime': self.name, 'clients_trained_on': self.device,
+              'path': 'stacked' if self.stacked else 'one call per client'}
+    if self.stacked:
+      record['clients_per_call'] = self.clients_per_call
+    else:
+      record['why_not_stacked'] = self.unstacked_reason
+    return record
+
+  def train(self, weights, hparams, client_data: list, client_states: list,
+            faults: Optional[list] = None) -> tuple:
+    """``(ClientResults, finalized metrics, client states, diagnostics)`` of the round."""
+    hparams = collections.OrderedDict(
+        (name, tf.convert_to_tensor(value)) for name, value in hparams.items())
+    weights = tf.nest.map_structure(tf.convert_to_tensor, weights)
+    diagnostics = {}
+    if self.stacked:
+      trained, diagnostics = self._train_stacked(weights, hparams, client_data)
+      new_states = list(client_states)
+    else:
+      trained, new_states = self._train_each(weights, hparams, client_data, client_states,
+                                             faults)
+    results, metrics = [], []
+    for c, ((update, weight), client_metrics) in enumerate(trained):
+      # The kernel corrupts its own client's update; stacked clients are corrupted here.
+      fault = faults[c] if faults is not None and self.stacked else None
+      result, client_metrics, finite = _checked(update, weight, client_metrics, fault)
+      results.append(result)
+      metrics.append(client_metrics)
+      if not finite:
+        new_states[c] = client_states[c]
+    return (results, client_work.finalize_client_metrics(
+        client_work.summed_client_metrics(metrics)), new_states, diagnostics)
+
+  def _train_each(self, weights, hparams, client_data, client_states, faults) -> tuple:
+    """One kernel call per client: ``([(update, weight), metrics], new states)``."""
+    trained, new_states = [], []
+    for c, (client, state) in enumerate(zip(client_data, client_states)):
+      fault = () if faults is None else (faults[c],)
+      result, metrics, new_state = self._kernel(
+          weights, client_data_lib.as_dataset(client), state, hparams, *fault)
+      metrics = _to_numpy(metrics)
+      metrics[_FINITE] = not int(metrics['non_finite_clients'])  # Zeroed by the kernel.
+      trained.append(((_to_numpy(result.update), float(result.update_weight)), metrics))
+      new_states.append(_to_numpy(new_state))
+    return trained, new_states
+
+  def _train_stacked(self, weights, hparams, client_data) -> tuple:
+    """Groups of stacked clients; ``([(result, metrics)] in client order, diagnostics)``."""
+    clients = [c if isinstance(c, client_data_lib.ClientData) else None for c in client_data]
+    if any(c is None for c in clients):
+      raise TypeError('the stacked tf runtime needs ClientData (client_data.ClientData), '
+                      'not tf.data datasets')
+    steps = [-(-c.num_examples // self.batch_size) for c in clients]
+    order = sorted(range(len(clients)), key=lambda i: steps[i])
+    out = [None] * len(clients)
+    diagnostics = {}
+    start = 0
+    while start < len(order):
+      group = order[start:start + self.clients_per_call]
+      try:
+        trained = self._train_group(weights, hparams, [clients[i] for i in group])
+      except tf.errors.ResourceExhaustedError:
+        if self.clients_per_call == 1:
+          raise
+        self.clients_per_call = max(1, self.clients_per_call // 2)
+        diagnostics['clients_per_call'] = self.clients_per_call
+        diagnostics['clients_per_call_halved'] = (
+            'a group of clients did not fit in memory; halved to '
+            f'{self.clients_per_call} (set fl.clients_per_call to choose)')
+        continue
+      for i, result in zip(group, trained):
+        out[i] = result
+      start += len(group)
+    return out, diagnostics
+
+  def _train_group(self, weights, hparams, group: list) -> list:
+    orders = client_data_lib.batch_orders(group, self.local_epochs)
+    batches, mask = stacked.stack_batches(group, orders, self.batch_size, self.local_epochs)
+    updates, sums = self._stacked_kernel(weights, batches, mask, hparams)
+    updates, sums = _to_numpy(updates), _to_numpy(sums)
+    trainable, non_trainable = updates.trainable, updates.non_trainable
+    finite = _all_finite(list(trainable) + list(non_trainable), axis_start=1)
+    trained = []
+    for c in range(len(group)):
+      update = client_work.model_weights_of_values([t[c] for t in trainable],
+                                                   [t[c] for t in non_trainable])
+      num_examples = int(sums['num_examples'][c])
+      metrics = collections.OrderedDict(
+          loss_sum=np.float32(sums['loss_sum'][c]), correct=np.float32(sums['correct'][c]),
+          num_examples=np.int64(num_examples), non_finite_clients=np.int32(0),
+          client_accuracy_sum=np.float32(sums['correct'][c] / max(num_examples, 1)),
+          finite_clients=np.int32(1))
+      metrics[_FINITE] = bool(finite[c])
+      trained.append(((update, sums['weight_sum'][c] / self.local_epochs), metrics))
+    return trained

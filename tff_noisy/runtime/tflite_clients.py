@@ -1,0 +1,101 @@
+"""``fl.client_runtime: tflite``: every sampled client's round runs in the TFLite
+interpreter on the exported on-device training model; the server side stays TFF.
+
+``TFLiteClients`` is a client runtime (``FederatedProcess.clients``): ``train`` runs each
+client's round through ``tflite_export.device_client.DeviceClient`` (restore the broadcast
+weights, the objective's prologue on the device, ``local_epochs`` passes of ``train`` over
+the client's batches in the dataset's order, ``upload``) and returns the same
+``ClientResult`` values and training metrics as the TFF client work. The process feeds
+them to its own ``aggregate`` (the configured aggregator and the finalizer), as for
+every runtime, so a method's server step (FedDS's weights) works on devices too.
+
+A device's update with a non-finite value is zeroed with weight 0 on the device (its
+``upload``, as TFF's client work does), checked again here, and counted in
+``non_finite_clients``. Simulated faults are TFF-only.
+"""
+
+import collections
+
+import numpy as np
+
+from tff_noisy.errors import ConfigError
+from tff_noisy.federated import client_data as client_data_lib
+from tff_noisy.federated import client_work
+from tff_noisy.ops import transition
+from tff_noisy.tff_runtime import import_tff
+from tflite_export import device_client
+from tflite_export import training
+
+tff = import_tff()
+
+
+class TFLiteClients:
+  """A client runtime whose clients train in the TFLite interpreter."""
+
+  name = 'tflite'
+
+  def __init__(self, model_fn, optimizer, objective, *, local_epochs: int,
+               weight_decay: float, faults: bool = False):
+    if faults:
+      raise ConfigError('fl.client_runtime: tflite does not simulate faults (faults:); '
+                        'use fl.client_runtime: tff')
+    training.check_objective(objective)
+    self.objective = objective
+    self.local_epochs = int(local_epochs)
+    module = training.build_training_module(
+        model_fn(), objective, optimizer, local_epochs=self.local_epochs,
+        weight_decay=weight_decay)
+    self.tflite_bytes = training.convert_training_module(module)
+    self.client = device_client.DeviceClient(self.tflite_bytes)
+
+  def describe(self) -> dict:
+    """What results.json keeps of this runtime."""
+    return {'client_runtime': self.name, 'clients_trained_on': 'TFLite interpreter (CPU)',
+            'path': 'one interpreter run per client'}
+
+  def _objective_metrics(self, upload) -> dict:
+    prologue = upload.prologue
+    values = {'received_accuracy': float(prologue.get('received_accuracy', 0.0)),
+              'matrix_clipped_columns': float(prologue.get('matrix_clipped_columns', 0.0)),
+              'matrix_singular': 0.0}
+    if 'estimated' in prologue:
+      values['matrix_singular'] = float(transition.is_singular(prologue['estimated']))
+    return {name: values[name] for name in self.objective.metric_names}
+
+  def train(self, weights, hparams, client_data: list, client_states: list,
+            faults=None) -> tuple:
+    """Each client's round on the device: ``(ClientResults, metrics, client states, {})``."""
+    if faults is not None:
+      raise ConfigError('fl.client_runtime: tflite does not simulate faults')
+    flat = list(weights.trainable) + list(weights.non_trainable)
+    num_trainable = len(weights.trainable)
+    corrected = int(hparams['corrected']) if 'corrected' in hparams else None
+    metric_names = self.objective.metric_names
+    results, per_client = [], []
+    for client in client_data:
+      dataset = client_data_lib.as_dataset(client)
+      upload = self.client.run_round(
+          flat, dataset.repeat(self.local_epochs).as_numpy_iterator(), corrected)
+      update, weight = upload.update, upload.update_weight
+      non_finite = upload.non_finite or not all(np.all(np.isfinite(u)) for u in update)
+      if non_finite:
+        update, weight = [np.zeros_like(u) for u in update], 0.0
+      results.append(tff.learning.templates.ClientResult(
+          update=tff.learning.models.ModelWeights(trainable=update[:num_trainable],
+                                                  non_trainable=update[num_trainable:]),
+          update_weight=np.float32(weight)))
+      finite = not non_finite
+      keep = lambda value, finite=finite: value if finite else 0.0  # pylint: disable=unnecessary-lambda-assignment
+      metrics = collections.OrderedDict(
+          loss_sum=np.float32(keep(upload.loss_sum)), correct=np.float32(keep(upload.correct)),
+          num_examples=np.int64(keep(upload.num_examples)),
+          non_finite_clients=np.int32(non_finite),
+          client_accuracy_sum=np.float32(keep(upload.correct / max(upload.num_examples, 1))),
+          finite_clients=np.int32(finite))
+      if metric_names:
+        metrics[client_work.OBJECTIVE_METRICS_KEY] = collections.OrderedDict(
+            (name, np.float32(keep(value)))
+            for name, value in self._objective_metrics(upload).items())
+      per_client.append(metrics)
+    return (results, client_work.finalize_client_metrics(
+        client_work.summed_client_metrics(per_client)), list(client_states), {})
