@@ -11,13 +11,21 @@ cache, so its one-off cost (LSC: the encoder's embeddings) and the bytes it cach
 measured too. Targets (issues 16 and 17): a corrected FedEFC round <= 1.5x a FedAvg
 round; an LSC round <= 1.5x a FedAvg round.
 
-  .venv/bin/python benchmarks/method_cost.py experiments/configs/fedefc_fmnist.yaml \\
-      --methods fedavg,forward_correction,fedefc [--rounds 5] [--set key=value ...]
+With ``--runtimes tff,tf`` every method runs on each client runtime (``fl.client_runtime``)
+in the same interleaved rounds, and each row also gives its ratio to the same method on
+the first runtime. Target (issue 26): seconds per round with ``tf`` <= 1.0x ``tff`` on the
+FedEFC, LSC and MaskedOptim configs (goal 0.7x), and >= 5x faster on the demo config.
 
-Writes benchmarks/results/method_cost_<config name>.json.
+  .venv/bin/python benchmarks/method_cost.py experiments/configs/fedefc_fmnist.yaml \\
+      --methods fedavg,forward_correction,fedefc [--rounds 5] [--runtimes tff,tf]
+      [--set key=value ...]
+
+Writes benchmarks/results/method_cost_<config name>.json, or with more than one runtime
+benchmarks/results/runtimes_<config name>.json.
 """
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -96,10 +104,18 @@ def main():
   parser.add_argument('config')
   parser.add_argument('--methods', required=True, help='comma-separated; fedavg first')
   parser.add_argument('--rounds', type=int, default=5, help='timed rounds after the first')
+  parser.add_argument('--runtimes', default=None,
+                      help="comma-separated fl.client_runtime values (default: the config's)")
   parser.add_argument('--set', action='append', default=[], metavar='KEY=VALUE')
   args = parser.parse_args()
   base = config_lib.load(args.config, args.set)
-  configs = {name: cli.method_config(base, name) for name in args.methods.split(',')}
+  runtimes = args.runtimes.split(',') if args.runtimes else [base.fl.client_runtime]
+  configs = {}
+  for name in args.methods.split(','):
+    for runtime in runtimes:
+      config = cli.method_config(base, name)
+      config.fl = dataclasses.replace(config.fl, client_runtime=runtime)
+      configs[f'{name} [{runtime}]' if len(runtimes) > 1 else name] = config
   data = federated_data.build_federated_data(base)
   load_before = os.getloadavg()
   variants = []
@@ -119,22 +135,32 @@ def main():
         f'{v.name} {v.round_seconds[-1]:.2f} s' for v in variants), flush=True)
 
   reference = statistics.median(variants[0].round_seconds[1:])
-  rows = {v.name: {'median_s_per_round': statistics.median(v.round_seconds[1:]),
-                   'ratio_to_' + variants[0].name: statistics.median(v.round_seconds[1:])
-                                                   / reference,
+  medians = {v.name: statistics.median(v.round_seconds[1:]) for v in variants}
+  rows = {v.name: {'median_s_per_round': medians[v.name],
+                   'ratio_to_' + variants[0].name: medians[v.name] / reference,
                    'round_seconds': v.round_seconds,
-                   'prepare_s': v.prepare_seconds, 'prepare_cached_bytes': v.cached_bytes}
+                   'prepare_s': v.prepare_seconds, 'prepare_cached_bytes': v.cached_bytes,
+                   'runtime': v.method.process.clients.describe()
+                              if v.method.process.clients else {'client_runtime': 'tff'}}
           for v in variants}
-  print(f'\n{"method":<34}{"s/round":>9}{"ratio":>8}{"prepare s":>11}{"cached MB":>11}')
+  if len(runtimes) > 1:  # Each method (and phase) against itself on the first runtime.
+    for name, row in rows.items():
+      first = name.replace(f'[{row["runtime"]["client_runtime"]}]', f'[{runtimes[0]}]')
+      row['ratio_to_' + runtimes[0]] = medians[name] / medians[first]
+  print(f'\n{"method":<40}{"s/round":>9}{"ratio":>8}{"vs " + runtimes[0]:>8}'
+        f'{"prepare s":>11}{"cached MB":>11}')
   for name, row in rows.items():
-    print(f'{name:<34}{row["median_s_per_round"]:>9.2f}'
-          f'{row["ratio_to_" + variants[0].name]:>8.2f}{row["prepare_s"]:>11.1f}'
+    print(f'{name:<40}{row["median_s_per_round"]:>9.2f}'
+          f'{row["ratio_to_" + variants[0].name]:>8.2f}'
+          f'{row.get("ratio_to_" + runtimes[0], 1.0):>8.2f}{row["prepare_s"]:>11.1f}'
           f'{row["prepare_cached_bytes"] / 1e6:>11.1f}')
   os.makedirs(RESULTS, exist_ok=True)
   name = os.path.splitext(os.path.basename(args.config))[0]
-  path = os.path.join(RESULTS, f'method_cost_{name}.json')
+  prefix = 'runtimes' if len(runtimes) > 1 else 'method_cost'
+  path = os.path.join(RESULTS, f'{prefix}_{name}.json')
   with open(path, 'w') as f:
     json.dump({'config': args.config, 'overrides': args.set, 'rounds': args.rounds,
+               'runtimes': runtimes,
                'clients_per_round': base.clients_per_round(),
                'machine': {'cpus': os.cpu_count(), 'platform': platform.platform(),
                            'load_average_before': load_before,

@@ -98,6 +98,7 @@ def measure_one(num_clients: int, rounds: int, examples: int, batch_size: int,
                 runtime: str) -> dict:
   """Runs ``rounds`` rounds with ``num_clients`` clients in this process."""
   import numpy as np  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from tff_noisy import runtime as runtime_lib  # pylint: disable=g-import-not-at-top
   from tff_noisy import tff_runtime  # pylint: disable=g-import-not-at-top
   from tff_noisy.simulation import driver  # pylint: disable=g-import-not-at-top
@@ -107,6 +108,7 @@ def measure_one(num_clients: int, rounds: int, examples: int, batch_size: int,
   data = _clients_with_replacement(num_clients, examples)
   method = driver.build_method(config, data)
   process = method.process
+  tf.keras.utils.set_random_seed(0)  # The same initial model on every runtime.
   state = process.set_model_weights(process.initialize(),
                                     driver._keras_weights(method.setup.model_fn()))  # pylint: disable=protected-access
   store = ClientStateStore()

@@ -190,3 +190,44 @@ def test_three_of_ten_attacked(process, name, attack):
     assert error > 0.1
   else:
     assert error < 0.1
+
+
+IN_PROCESS = ['mean', 'coordinate_median', 'trimmed_mean', 'krum', 'multi_krum']
+
+
+def test_which_aggregators_run_in_process():
+  """The stateless rules have an in-process form; the geometric medians run in TFF."""
+  have = [name for name in PARAMS if hasattr(aggregators.build_factory(
+      name, aggregators.resolve_params(name, PARAMS[name], NUM_CLIENTS)), 'in_process')]
+  assert have == IN_PROCESS
+
+
+@pytest.mark.parametrize('name', IN_PROCESS)
+def test_in_process_equals_the_federated_process(process, name):
+  """The same result and measurements from updates stacked in this process, with a
+  weight-0 client, a NaN client (sent as the client work would not: the rule's own
+  exclusion must catch it) and an Inf client."""
+  rng = np.random.default_rng(2)
+  points = rng.normal(size=(NUM_CLIENTS, 16)) * rng.lognormal(0, 1, (NUM_CLIENTS, 1))
+  weights = rng.uniform(1, 5, NUM_CLIENTS)
+  weights[4], points[4] = 0, 0
+  if name != 'mean':  # The mean relies on the client work zeroing non-finite updates.
+    points[1, 3], points[6, 0] = np.nan, -np.inf
+  want, want_measurements = _run(process(name), points, weights)
+  aggregate = aggregators.build_factory(name, aggregators.resolve_params(
+      name, PARAMS[name], NUM_CLIENTS)).in_process()
+  stacked = tff.learning.models.ModelWeights(
+      trainable=[points[:, :12].reshape(NUM_CLIENTS, *SHAPES[0]).astype(np.float32)],
+      non_trainable=[points[:, 12:].astype(np.float32)])
+  got, measurements = aggregate(stacked, weights.astype(np.float32))
+  np.testing.assert_allclose(_flat(_as_numpy(got)), want, rtol=1e-6, atol=1e-7)
+  assert list(measurements) == MEASUREMENTS[name]
+  for key in MEASUREMENTS[name]:
+    np.testing.assert_array_equal(np.asarray(measurements[key]),
+                                  np.asarray(want_measurements[key]))
+
+
+def _as_numpy(weights):
+  return tff.learning.models.ModelWeights(
+      trainable=[np.asarray(t) for t in weights.trainable],
+      non_trainable=[np.asarray(t) for t in weights.non_trainable])

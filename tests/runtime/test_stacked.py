@@ -115,3 +115,12 @@ def test_substitution_restores_the_variables():
   assert model(x).numpy().any()
   assert all(a is b for a, b in zip(model.variables, variables))
   assert len(model.variables) == len(variables)
+
+
+@pytest.mark.slow
+def test_residual_model_with_group_norm_and_weight_regularisation():
+  """resnet20 (GroupNorm, L2 kernel regularizers): its losses apply to each client's weights."""
+  model = models.build_model('resnet20', SHAPE, 10)
+  assert len(stacked.weight_regularizers(model)) == len(model.losses) > 0
+  _compare('resnet20', tff.learning.optimizers.build_sgdm(0.05), ClientObjective(), [3, 6],
+           batch_size=4, epochs=1)

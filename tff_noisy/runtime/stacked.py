@@ -64,6 +64,28 @@ def substituted(model: tf.keras.Model, values):
       object.__setattr__(layer, name, variable)
 
 
+def weight_regularizers(model: tf.keras.Model) -> list:
+  """``[(index in model.trainable_variables, regularizer)]`` of the model's regularisation
+  losses, found by Keras' convention (a layer's ``kernel`` is regularised by its
+  ``kernel_regularizer``, and so on), so they can be applied to substituted weights.
+
+  Raises ValueError when they do not account for every loss in ``model.losses``.
+  """
+  owners = _variable_owners(model)
+  found = []
+  for index, variable in enumerate(model.trainable_variables):
+    for layer, name in owners.get(id(variable), []):
+      regularizer = getattr(layer, f'{name}_regularizer', None)
+      if regularizer is not None:
+        found.append((index, regularizer))
+  expected = float(tf.add_n(model.losses)) if model.losses else 0.0
+  total = sum(float(r(model.trainable_variables[i])) for i, r in found)
+  if len(found) != len(model.losses) or abs(total - expected) > 1e-6 * max(1.0, expected):
+    raise ValueError(f'{len(model.losses)} regularisation losses, {len(found)} found on '
+                     'weight attributes')
+  return found
+
+
 def unstackable_reason(model: tf.keras.Model, objective: ClientObjective) -> str:
   """Why clients of ``objective`` on ``model`` cannot be stacked ('' when they can)."""
   for method in ('prologue', 'epilogue', 'client_metrics'):
@@ -80,8 +102,10 @@ def unstackable_reason(model: tf.keras.Model, objective: ClientObjective) -> str
     if isinstance(layer, _BATCH_DEPENDENT_LAYERS):
       return (f'model layer {layer.name} ({type(layer).__name__}) depends on more than '
               'the weights and the example in training')
-  if model.losses:
-    return 'the model has regularisation losses'
+  try:
+    weight_regularizers(model)
+  except ValueError as e:
+    return f'the model\'s regularisation losses are not per weight ({e})'
   owners = _variable_owners(model)
   for variable in model.variables:
     if not owners.get(id(variable)):
@@ -101,6 +125,7 @@ def build_stacked_training(model: tf.keras.Model, optimizer, objective: ClientOb
   """
   weights = client_work.model_weights_of(model)
   trainable_specs = tuple(tf.TensorSpec(v.shape, v.dtype) for v in weights.trainable)
+  regularizers = weight_regularizers(model)
 
   @tf.function
   def train(initial_weights, batches, mask, hparams):
@@ -123,6 +148,8 @@ def build_stacked_training(model: tf.keras.Model, optimizer, objective: ClientOb
         per_example = tf.where(real, per_example, tf.zeros_like(per_example))
         count = tf.reduce_sum(tf.cast(real, tf.float32))
         loss = tf.reduce_sum(per_example) / tf.maximum(count, 1.0)
+        if regularizers:  # The model's own losses, on this client's weights.
+          loss += tf.add_n([regularizer(trainable[i]) for i, regularizer in regularizers])
       grads = client_work.regularized_gradients(
           tape.gradient(loss, trainable), trainable, initial_trainable,
           objective.proximal_strength, weight_decay)

@@ -52,12 +52,15 @@ def _to_numpy(structure):
   return tf.nest.map_structure(lambda t: t.numpy() if hasattr(t, 'numpy') else t, structure)
 
 
-def _all_finite(arrays, axis_start: int = 0) -> np.ndarray:
-  """Whether every value of each client's arrays is finite (per leading index when
-  ``axis_start`` is 1, else one bool)."""
-  if axis_start:
-    return np.all([np.isfinite(a).reshape(len(a), -1).all(axis=1) for a in arrays], axis=0)
+def _all_finite(arrays) -> bool:
+  """Whether every value of a client's arrays is finite."""
   return all(np.isfinite(a).all() for a in arrays)
+
+
+def _finite_per_client(stacked_arrays) -> np.ndarray:
+  """bool[C]: ``_all_finite`` of each client's slice of arrays stacked on axis 0."""
+  return np.all([np.isfinite(a).reshape(len(a), -1).all(axis=1) for a in stacked_arrays],
+                axis=0)
 
 
 _FINITE = '_finite'  # Per-client metric key of whether the kernel found the update finite.
@@ -92,23 +95,24 @@ class InProcessClients:
   def __init__(self, model_fn, optimizer, objective, *, local_epochs: int,
                weight_decay: float, batch_size: int,
                clients_per_call: Optional[int] = None, stack: bool = True):
+    """``stack=False`` trains one client per call even where stacking is exact (tests)."""
     self.objective = objective
     self.local_epochs = int(local_epochs)
     self.batch_size = int(batch_size)
-    model = model_fn()
-    self._kernel = client_work.build_local_training(model, optimizer, objective,
-                                                    self.local_epochs, weight_decay)
     self.device = training_device()
-    stack_model = model_fn()
+    model = model_fn()
     self.unstacked_reason = ('stacking turned off' if not stack
-                             else stacked.unstackable_reason(stack_model, objective))
+                             else stacked.unstackable_reason(model, objective))
     self.stacked = not self.unstacked_reason
-    num_weights = sum(int(np.prod(v.shape)) for v in stack_model.variables)
+    num_weights = sum(int(np.prod(v.shape)) for v in model.variables)
     self.clients_per_call = int(clients_per_call or max(1, min(
         MAX_AUTO_CLIENTS_PER_CALL, AUTO_STACK_BYTES // (16 * max(num_weights, 1)))))
     if self.stacked:
-      self._stacked_kernel = stacked.build_stacked_training(
-          stack_model, optimizer, objective, weight_decay)
+      self._stacked_kernel = stacked.build_stacked_training(model, optimizer, objective,
+                                                            weight_decay)
+    else:
+      self._kernel = client_work.build_local_training(model, optimizer, objective,
+                                                      self.local_epochs, weight_decay)
 
   def describe(self) -> dict:
     """What results.json keeps of this runtime."""
@@ -193,7 +197,7 @@ class InProcessClients:
     updates, sums = self._stacked_kernel(weights, batches, mask, hparams)
     updates, sums = _to_numpy(updates), _to_numpy(sums)
     trainable, non_trainable = updates.trainable, updates.non_trainable
-    finite = _all_finite(list(trainable) + list(non_trainable), axis_start=1)
+    finite = _finite_per_client(list(trainable) + list(non_trainable))
     trained = []
     for c in range(len(group)):
       update = client_work.model_weights_of_values([t[c] for t in trainable],
