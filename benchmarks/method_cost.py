@@ -80,7 +80,7 @@ class _Variant:
     return PHASE in self.method.process.objective.hparams
 
   def set_phase(self, phase: int) -> None:
-    self.name = f'{self.name.split(" ")[0]} ({PHASE}={phase})'
+    self.name = f'{self.name.split(" (")[0]} ({PHASE}={phase})'
     process = self.method.process
     hparams = dict(process.get_hparams(self.state), **{PHASE: phase})
     self.state = process.set_hparams(self.state, hparams)
@@ -145,7 +145,7 @@ def main():
           for v in variants}
   if len(runtimes) > 1:  # Each method (and phase) against itself on the first runtime.
     for name, row in rows.items():
-      first = name.replace(f'[{row["runtime"]["client_runtime"]}]', f'[{runtimes[0]}]')
+      first = name.replace(f'[{row["runtime"]["client_runtime"]}]', f'[{runtimes[0]}]', 1)
       row['ratio_to_' + runtimes[0]] = medians[name] / medians[first]
   print(f'\n{"method":<40}{"s/round":>9}{"ratio":>8}{"vs " + runtimes[0]:>8}'
         f'{"prepare s":>11}{"cached MB":>11}')

@@ -10,22 +10,16 @@ from tff_noisy.tff_runtime import import_tff
 tff = import_tff()
 
 
-def build_model_finalizer(weights_type, server_optimizer):
-  """Builds a ``FinalizerProcess`` for updates shaped like the model's ``ModelWeights``.
+def build_apply_update(server_optimizer):
+  """``tf.function (optimizer state, weights, update) -> (state, weights, measurements)``.
 
   Trainable weights take ``server_optimizer.next`` with the aggregated update as the
   gradient (SGD with learning rate 1 is FedAvg). Non-trainable weights (BatchNorm
-  statistics) become ``weights - update``: the weighted mean of the clients' values.
+  statistics) become ``weights - update``: the weighted mean of the clients' values. A
+  non-finite update changes nothing (``update_non_finite``: 1). The finalizer's server
+  step, also callable in this process (the in-process client runtimes).
   """
 
-  @tff.tensorflow.computation
-  def init_tf():
-    specs = tuple(tf.TensorSpec(t.shape, t.dtype) for t in weights_type.trainable)
-    return server_optimizer.initialize(specs)
-
-  optimizer_state_type = init_tf.type_signature.result
-
-  @tff.tensorflow.computation(optimizer_state_type, weights_type, weights_type)
   @tf.function
   def apply_update(optimizer_state, weights, update):
     flat = tf.nest.flatten(update)
@@ -40,6 +34,22 @@ def build_model_finalizer(weights_type, server_optimizer):
     new_weights = tff.learning.models.ModelWeights(
         trainable=list(trainable), non_trainable=non_trainable)
     return new_state, new_weights, measurements
+
+  return apply_update
+
+
+def build_model_finalizer(weights_type, server_optimizer):
+  """Builds a ``FinalizerProcess`` of ``build_apply_update`` for updates shaped like the
+  model's ``ModelWeights``."""
+
+  @tff.tensorflow.computation
+  def init_tf():
+    specs = tuple(tf.TensorSpec(t.shape, t.dtype) for t in weights_type.trainable)
+    return server_optimizer.initialize(specs)
+
+  optimizer_state_type = init_tf.type_signature.result
+  apply_update = tff.tensorflow.computation(
+      optimizer_state_type, weights_type, weights_type)(build_apply_update(server_optimizer))
 
   @tff.federated_computation
   def init_fn():

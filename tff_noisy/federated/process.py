@@ -56,7 +56,7 @@ class FederatedProcess:
   """
 
   def __init__(self, initialize, train, aggregate, next_fn, objective: ClientObjective,
-               takes_faults: bool = False, clients=None, finalize=None,
+               takes_faults: bool = False, clients=None, finalize_in_process=None,
                aggregate_in_process=None):
     self.initialize = initialize
     self.train = train
@@ -65,10 +65,11 @@ class FederatedProcess:
     self.objective = objective
     self.takes_faults = takes_faults
     self.clients = clients
-    self.finalize = finalize
-    # The aggregator as one tf.function over stacked updates (its ``in_process()``), used
-    # when the clients trained in this process; None: TFF's ``aggregate``.
+    # When the clients trained in this process: the aggregator as one tf.function over
+    # their stacked updates (its ``in_process()``; None: TFF's ``aggregate``) and the
+    # finalizer's server step (``finalizer.build_apply_update``).
     self.aggregate_in_process = aggregate_in_process if clients is not None else None
+    self.finalize_in_process = finalize_in_process
 
   def aggregated_in(self) -> str:
     """Where this process aggregates the clients' updates (results.json)."""
@@ -94,8 +95,9 @@ class FederatedProcess:
     is the single computation ``next``; otherwise it is ``train_clients`` followed by
     ``aggregate``: the same configured aggregator and finalizer for every runtime. When
     the clients trained in this process and the aggregator has an in-process form
-    (``aggregators.common``), their stacked updates are aggregated here and only the
-    finalizer runs in TFF: the same rule, without shipping every update to TFF's worker.
+    (``aggregators.common``), their stacked updates are aggregated here, and the
+    finalizer's step runs here too: the same rules, without shipping every update to
+    TFF's worker.
     """
     if self.clients is None and aggregation_weights is None:
       datasets = [client_data_lib.as_dataset(c) for c in client_data]
@@ -115,8 +117,8 @@ class FederatedProcess:
           tf.nest.map_structure(lambda *leaves: np.stack(leaves), *updates),
           np.asarray(update_weights, np.float32))
       aggregator_state = state.aggregator  # Only stateless aggregators run in process.
-      finalizer_state, new_weights, finalizer_measurements = self.finalize(
-          state.finalizer, weights, tf.nest.map_structure(np.asarray, aggregated))
+      finalizer_state, new_weights, finalizer_measurements = tf.nest.map_structure(
+          np.asarray, self.finalize_in_process(state.finalizer, weights, aggregated))
       measurements = collections.OrderedDict(aggregator=aggregator_measurements,
                                              finalizer=finalizer_measurements)
     else:
@@ -246,13 +248,6 @@ def build_process(model_fn: Callable[[], tf.keras.Model], element_spec, client_o
             tff.federated_zip(collections.OrderedDict(
                 aggregator=aggregated.measurements, finalizer=finalized.measurements)))
 
-  @tff.federated_computation(finalizer.initialize.type_signature.result,
-                             tff.FederatedType(weights_type, tff.SERVER),
-                             tff.FederatedType(weights_type, tff.SERVER))
-  def finalize(finalizer_state, weights, aggregated_update):
-    finalized = finalizer.next(finalizer_state, weights, aggregated_update)
-    return finalized.state, finalized.result, finalized.measurements
-
   def round_of(state, client_data, client_states, client_faults):
     results, train_metrics, new_states = train(
         state.global_model_weights, state.client_work, client_data, client_states,
@@ -282,4 +277,5 @@ def build_process(model_fn: Callable[[], tf.keras.Model], element_spec, client_o
   clients = client_runtime(objective) if client_runtime else None
   in_process = getattr(model_aggregator, 'in_process', None)
   return FederatedProcess(initialize, train, aggregate, next_fn, objective, faults, clients,
-                          finalize, in_process() if in_process else None)
+                          finalizer_lib.build_apply_update(server_optimizer),
+                          in_process() if in_process else None)

@@ -127,7 +127,7 @@ def build_stacked_training(model: tf.keras.Model, optimizer, objective: ClientOb
   trainable_specs = tuple(tf.TensorSpec(v.shape, v.dtype) for v in weights.trainable)
   regularizers = weight_regularizers(model)
 
-  @tf.function
+  @tf.function(reduce_retracing=True)  # Groups and rounds differ in clients and steps.
   def train(initial_weights, batches, mask, hparams):
     num_clients = tf.shape(mask)[0]
     initial_trainable = tuple(tf.convert_to_tensor(w) for w in initial_weights.trainable)

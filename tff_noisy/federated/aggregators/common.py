@@ -153,7 +153,7 @@ def counts_of(included):
 def gathered_in_process(rule):
   """``build_gathered_process(..., rule)``'s aggregation of updates stacked in this process."""
 
-  @tf.function
+  @tf.function(reduce_retracing=True)  # Rounds differ in their number of clients.
   def aggregate(values, weights):
     included = _included(values, weights)
     values = tf.nest.map_structure(

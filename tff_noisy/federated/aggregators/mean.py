@@ -34,7 +34,7 @@ class MeanAggregatorFactory(tff.aggregators.WeightedAggregationFactory):
   def in_process(self):
     """``(stacked updates, weights [J]) -> (sum_j w_j u_j / sum_j w_j, measurements)``."""
 
-    @tf.function
+    @tf.function(reduce_retracing=True)  # Rounds differ in their number of clients.
     def weighted_mean(values, weights):
       weights = tf.cast(weights, tf.float32)
 
