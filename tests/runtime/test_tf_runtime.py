@@ -197,21 +197,11 @@ def test_faults_behave_as_on_tff(tmp_path, behaviour):
 
 
 @pytest.mark.slow
-def test_kill_and_resume_equals_the_uninterrupted_run(tmp_path, monkeypatch):
-  from tff_noisy.simulation import checkpoint  # pylint: disable=g-import-not-at-top
+def test_kill_and_resume_equals_the_uninterrupted_run(tmp_path, killed_after_round):
   config = _config(tmp_path / 'c', 'tf', 'fedavg', rounds=6, checkpoint_every=2)
   reference = driver.run_experiment(config, str(tmp_path / 'ref'), progress=False)
-  real_save = checkpoint.save
-
-  def crash_after_round_4(directory, round_num, *args):
-    real_save(directory, round_num, *args)
-    if round_num == 4:
-      raise KeyboardInterrupt('simulated crash')
-
-  monkeypatch.setattr(checkpoint, 'save', crash_after_round_4)
-  with pytest.raises(KeyboardInterrupt):
-    driver.run_experiment(config, str(tmp_path / 'crashed'), progress=False)
-  monkeypatch.setattr(checkpoint, 'save', real_save)
+  killed_after_round(4, lambda: driver.run_experiment(config, str(tmp_path / 'crashed'),
+                                                      progress=False))
   resumed = driver.run_experiment(config, str(tmp_path / 'crashed'), resume=True,
                                   progress=False)
   keys = ('clients', 'train_loss', 'test_accuracy', 'test_macro_f1')

@@ -10,7 +10,6 @@ import models
 from tff_noisy import config as config_lib
 from tff_noisy import validation
 from tff_noisy.data import federated as federated_data
-from tff_noisy.simulation import checkpoint
 from tff_noisy.simulation import driver
 from tff_noisy.simulation import results as results_lib
 
@@ -68,21 +67,10 @@ def test_same_seed_same_accuracies(tmp_path, tmp_cache):
 
 
 @pytest.mark.slow
-def test_resume_after_crash_matches_uninterrupted_run(tmp_path, tmp_cache, monkeypatch):
+def test_resume_after_crash_matches_uninterrupted_run(tmp_path, tmp_cache, killed_after_round):
   config = _config(**{'fl.rounds': 6})
   reference = driver.run_experiment(config, str(tmp_path / 'ref'))
-
-  real_save = checkpoint.save
-
-  def crash_after_round_4(directory, round_num, *args):
-    real_save(directory, round_num, *args)
-    if round_num == 4:
-      raise KeyboardInterrupt('simulated crash')
-
-  monkeypatch.setattr(checkpoint, 'save', crash_after_round_4)
-  with pytest.raises(KeyboardInterrupt):
-    driver.run_experiment(config, str(tmp_path / 'crashed'))
-  monkeypatch.setattr(checkpoint, 'save', real_save)
+  killed_after_round(4, lambda: driver.run_experiment(config, str(tmp_path / 'crashed')))
   resumed = driver.run_experiment(config, str(tmp_path / 'crashed'), resume=True)
   assert [r['round'] for r in resumed.rounds] == list(range(1, 7))
   keys = ('clients', 'train_loss', 'test_accuracy', 'test_macro_f1')

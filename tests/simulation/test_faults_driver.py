@@ -7,7 +7,6 @@ import tensorflow as tf
 
 from tff_noisy import config as config_lib
 from tff_noisy.data import federated as federated_data
-from tff_noisy.simulation import checkpoint
 from tff_noisy.simulation import client_state
 from tff_noisy.simulation import driver
 from tff_noisy.simulation import results as results_lib
@@ -96,21 +95,11 @@ def test_dropout_round_is_the_mean_over_the_reporters(tmp_path, tmp_cache):
 
 @pytest.mark.slow
 def test_kill_and_resume_with_faults_equals_the_uninterrupted_run(tmp_path, tmp_cache,
-                                                                  monkeypatch):
+                                                                  killed_after_round):
   config = _config({'dropout': 0.25, 'byzantine': 0.25, 'behaviour': 'gaussian', 'std': 0.05},
                    rounds=4)
   reference = driver.run_experiment(config, str(tmp_path / 'ref'))
-  real_save = checkpoint.save
-
-  def crash_after_round_2(directory, round_num, *args):
-    real_save(directory, round_num, *args)
-    if round_num == 2:
-      raise KeyboardInterrupt('simulated kill')
-
-  monkeypatch.setattr(checkpoint, 'save', crash_after_round_2)
-  with pytest.raises(KeyboardInterrupt):
-    driver.run_experiment(config, str(tmp_path / 'crashed'))
-  monkeypatch.setattr(checkpoint, 'save', real_save)
+  killed_after_round(2, lambda: driver.run_experiment(config, str(tmp_path / 'crashed')))
   resumed = driver.run_experiment(config, str(tmp_path / 'crashed'), resume=True)
   keys = ('clients', 'dropped_clients', 'byzantine_clients', 'train_loss', 'test_accuracy')
   assert [{k: r[k] for k in keys} for r in resumed.rounds] == [

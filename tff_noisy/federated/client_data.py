@@ -70,7 +70,8 @@ def batch_orders(clients: Sequence[ClientData], passes: int) -> list:
 
   One pipeline for all clients: ``flat_map`` over (size, seed) with the shuffle op of
   ``ClientData.dataset`` (which reshuffles on every pass), so the orders equal the
-  per-client pipelines' (``tests/test_client_data.py``) at a fraction of their cost.
+  per-client pipelines' (``tests/federated/test_client_data.py``) at a fraction of
+  their cost.
   """
   sizes = np.array([c.num_examples for c in clients], np.int64)
   seeds = np.array([random_seed.get_seed(c.shuffle_seed) for c in clients],

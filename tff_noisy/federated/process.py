@@ -113,9 +113,10 @@ class FederatedProcess:
       diagnostics = dict(diagnostics, **weighting)
     updates = [r.update for r in results]
     if self.aggregate_in_process:
+      columns = zip(*(tf.nest.flatten(update) for update in updates))
+      stacked = tf.nest.pack_sequence_as(updates[0], [np.stack(c) for c in columns])
       aggregated, aggregator_measurements = self.aggregate_in_process(
-          tf.nest.map_structure(lambda *leaves: np.stack(leaves), *updates),
-          np.asarray(update_weights, np.float32))
+          stacked, np.asarray(update_weights, np.float32))
       aggregator_state = state.aggregator  # Only stateless aggregators run in process.
       finalizer_state, new_weights, finalizer_measurements = tf.nest.map_structure(
           np.asarray, self.finalize_in_process(state.finalizer, weights, aggregated))

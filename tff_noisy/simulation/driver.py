@@ -12,7 +12,6 @@ and each reporting client's fault goes into the computation, where a Byzantine c
 update is corrupted. Which clients are faulty is recorded for reporting only.
 """
 
-import collections
 import dataclasses
 import os
 import sys
