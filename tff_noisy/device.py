@@ -8,9 +8,11 @@ driver calls :func:`select` before any TensorFlow op runs.
 TFF 0.87 runs every federated computation (client training, aggregation) in its C++
 ``worker_binary``, which is built without CUDA (it carries TensorFlow's "not compiled with
 CUDA" message and none of the CUDA driver, cuBLAS or cuDNN symbols that the Python
-package's libtensorflow_framework has): client updates run on the CPU whatever the
-setting. A GPU serves the driver's own TensorFlow work: evaluating the global model and
-the methods' Python-side steps (their ``prepare`` and per-round reports).
+package's libtensorflow_framework has): with ``fl.client_runtime: tff`` client updates run
+on the CPU whatever the setting. A GPU serves the driver's own TensorFlow work: with
+``fl.client_runtime: tf`` the clients' training and the in-process aggregation
+(``tff_noisy.runtime``), and always the evaluation of the global model and the methods'
+Python-side steps (their ``prepare`` and per-round reports).
 """
 
 import os

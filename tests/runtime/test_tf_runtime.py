@@ -1,5 +1,6 @@
 """``fl.client_runtime: tf`` gives TFF's round: every method, both aggregators, stacked or not."""
 import json
+import os
 import re
 import subprocess
 import sys
@@ -8,13 +9,20 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import models
 from tff_noisy import config as config_lib
 from tff_noisy.config import ConfigError
 from tff_noisy.data import federated as federated_data
+from tff_noisy.federated import client_data
+from tff_noisy.federated import client_work
 from tff_noisy.federated.objectives import masked_optim
+from tff_noisy.federated.objectives.base import ClientObjective
 from tff_noisy.runtime import tf_clients
 from tff_noisy.simulation import driver
 from tff_noisy.simulation.client_state import ClientStateStore
+from tff_noisy.tff_runtime import import_tff
+
+tff = import_tff()
 
 # Each method's parameters and the server's phase (hparams) the round runs in: FedEFC's
 # clients after the switch to forward correction, MaskedOptim's flagged clients correcting.
@@ -58,7 +66,7 @@ def one_round(cache, runtime, method, aggregator='mean', stack=True):
   built.prepare(data, store)
   tf.keras.utils.set_random_seed(0)
   state = process.set_model_weights(process.initialize(), tf.nest.map_structure(
-      lambda v: v.numpy(), driver.client_work.model_weights_of(built.setup.model_fn())))
+      lambda v: v.numpy(), client_work.model_weights_of(built.setup.model_fn())))
   hparams = dict(process.get_hparams(state), **METHODS[method][1])
   state = process.set_hparams(state, hparams)
   ids = data.client_ids[:3]
@@ -165,7 +173,7 @@ def test_clients_train_on_the_gpu_when_there_is_one(tmp_path):
       '"fl": {"rounds": 1, "client_runtime": "tf"}})\n'
       f'r = driver.run_experiment(cfg, {str(tmp_path / "run")!r}, progress=False)\n'
       'print(r.runtime["clients_trained_on"])\n')
-  env = {k: v for k, v in __import__('os').environ.items() if k != 'CUDA_VISIBLE_DEVICES'}
+  env = {k: v for k, v in os.environ.items() if k != 'CUDA_VISIBLE_DEVICES'}
   done = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True,
                         env=env, timeout=600, check=False)
   if done.returncode == 3:
@@ -211,11 +219,6 @@ def test_kill_and_resume_equals_the_uninterrupted_run(tmp_path, killed_after_rou
 
 def test_a_group_that_does_not_fit_is_halved_and_reported(monkeypatch):
   """Out of memory for 4 stacked clients: groups of 2, the same results, the record says so."""
-  import models  # pylint: disable=g-import-not-at-top
-  from tff_noisy.federated import client_data  # pylint: disable=g-import-not-at-top
-  from tff_noisy.federated.objectives.base import ClientObjective  # pylint: disable=g-import-not-at-top
-  from tff_noisy.tff_runtime import import_tff  # pylint: disable=g-import-not-at-top
-  tff = import_tff()
   tf.keras.utils.set_random_seed(0)
   model_fn = lambda: models.build_model('mlp', (8, 8, 1), 10, width=16)  # pylint: disable=unnecessary-lambda-assignment
 
@@ -228,7 +231,7 @@ def test_a_group_that_does_not_fit_is_halved_and_reported(monkeypatch):
   clients = [client_data.make_client_data(rng.random((n, 8, 8, 1)), rng.integers(0, 10, n),
                                           4, i) for i, n in enumerate([3, 9, 5, 7, 2])]
   weights = tf.nest.map_structure(lambda v: v.numpy(),
-                                  driver.client_work.model_weights_of(model_fn()))
+                                  client_work.model_weights_of(model_fn()))
   want, want_metrics, _, want_notes = runtime(8).train(weights, {}, clients, [()] * 5)
   assert want_notes == {}
   small = runtime(4)

@@ -125,7 +125,8 @@ def build_local_training(model: tf.keras.Model, optimizer, objective: ClientObje
     features, logits = feature_model(x, training=True)
     return features, logits
 
-  @tf.function
+  # In process, clients' per-example state differs in rows: one trace for every size.
+  @tf.function(reduce_retracing=True)
   def train(initial_weights, dataset, state, hparams, fault=None):
     tf.nest.map_structure(lambda v, t: v.assign(t), weights, initial_weights)
     trainable_specs = tuple(tf.TensorSpec(v.shape, v.dtype) for v in weights.trainable)

@@ -14,9 +14,9 @@ Two paths, chosen once when the runtime is built:
   halved and retried; the round's record says so (``clients_per_call``).
 - **one call per client**: the kernel itself, for the objectives and models that cannot
   be stacked exactly (``stacked.unstackable_reason`` says why; ``results.json`` keeps it).
-  One kernel (and model) per CPU core, up to ``MAX_PARALLEL_KERNELS``, each training its
-  share of the round's clients in its own thread, as TFF's worker trains several
-  clients at once; every client's result is its own, whichever thread ran it.
+  Clients run one after another: with a thread (and a model) per core, two pooled_cnn
+  clients at once ran MaskedOptim's Fashion-MNIST round 1.2-1.4x slower than TFF, one
+  at a time 0.8x (``benchmarks/method_cost.py``), since each call already uses every core.
 
 A simulated Byzantine client's update is corrupted (``ops.faults_tf.corrupt``) before
 the non-finite check, as in TFF's client work; a non-finite update is zeroed, weighted 0,
@@ -24,8 +24,6 @@ keeps the client's old state and is counted in ``non_finite_clients``.
 """
 
 import collections
-import concurrent.futures
-import os
 from typing import Optional
 
 import numpy as np
@@ -45,7 +43,6 @@ tff = import_tff()
 # state, gradients, update), at most MAX_AUTO_CLIENTS_PER_CALL.
 AUTO_STACK_BYTES = 512 * 2**20
 MAX_AUTO_CLIENTS_PER_CALL = 1024
-MAX_PARALLEL_KERNELS = 4  # Threads (each with its own model) when clients are not stacked.
 
 
 def training_device() -> str:
@@ -117,11 +114,8 @@ class InProcessClients:
       self._stacked_kernel = stacked.build_stacked_training(model, optimizer, objective,
                                                             weight_decay)
     else:
-      models_ = [model] + [model_fn() for _ in range(
-          min(os.cpu_count() or 1, MAX_PARALLEL_KERNELS) - 1)]
-      self._kernels = [client_work.build_local_training(m, optimizer, objective,
-                                                        self.local_epochs, weight_decay)
-                       for m in models_]
+      self._kernel = client_work.build_local_training(model, optimizer, objective,
+                                                      self.local_epochs, weight_decay)
 
   def describe(self) -> dict:
     """What results.json keeps of this runtime."""
@@ -131,7 +125,6 @@ class InProcessClients:
       record['clients_per_call'] = self.clients_per_call
     else:
       record['why_not_stacked'] = self.unstacked_reason
-      record['parallel_clients'] = len(self._kernels)
     return record
 
   def train(self, weights, hparams, client_data: list, client_states: list,
@@ -160,34 +153,17 @@ class InProcessClients:
         client_work.summed_client_metrics(metrics)), new_states, diagnostics)
 
   def _train_each(self, weights, hparams, client_data, client_states, faults) -> tuple:
-    """One kernel call per client: ``([(update, weight), metrics], new states)``.
-
-    Kernel k trains clients k, k + K, ... in its own thread (K kernels).
-    """
-
-    def train_share(k):
-      trained = {}
-      for c in range(k, len(client_data), len(self._kernels)):
-        fault = () if faults is None else (faults[c],)
-        result, metrics, new_state = self._kernels[k](
-            weights, client_data_lib.as_dataset(client_data[c]), client_states[c], hparams,
-            *fault)
-        metrics = _to_numpy(metrics)
-        metrics[_FINITE] = not int(metrics['non_finite_clients'])  # Zeroed by the kernel.
-        trained[c] = (((_to_numpy(result.update), float(result.update_weight)), metrics),
-                      _to_numpy(new_state))
-      return trained
-
-    shares = min(len(self._kernels), len(client_data))
-    if shares <= 1:
-      by_client = train_share(0) if client_data else {}
-    else:
-      with concurrent.futures.ThreadPoolExecutor(shares) as pool:
-        by_client = {}
-        for trained in pool.map(train_share, range(shares)):
-          by_client.update(trained)
-    ordered = [by_client[c] for c in range(len(client_data))]
-    return [t for t, _ in ordered], [state for _, state in ordered]
+    """One kernel call per client: ``([(update, weight), metrics], new states)``."""
+    trained, new_states = [], []
+    for c, (client, state) in enumerate(zip(client_data, client_states)):
+      fault = () if faults is None else (faults[c],)
+      result, metrics, new_state = self._kernel(
+          weights, client_data_lib.as_dataset(client), state, hparams, *fault)
+      metrics = _to_numpy(metrics)
+      metrics[_FINITE] = not int(metrics['non_finite_clients'])  # Zeroed by the kernel.
+      trained.append(((_to_numpy(result.update), float(result.update_weight)), metrics))
+      new_states.append(_to_numpy(new_state))
+    return trained, new_states
 
   def _train_stacked(self, weights, hparams, client_data) -> tuple:
     """Groups of stacked clients; ``([(result, metrics)] in client order, diagnostics)``."""

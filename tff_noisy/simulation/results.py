@@ -20,9 +20,10 @@
   extra            method diagnostics (e.g. noise estimates and their correlation)
   device           where TensorFlow ran (tff_noisy/device.py): requested (the config's
                    auto | cpu | gpu), used (cpu | gpu), gpus (names of the GPUs used),
-                   tff_worker (where TFF's worker ran client training: cpu in TFF 0.87)
-  runtime          where TFF's computations ran: {workers: [host:port, ...]} for a run
-                   with --workers, {} for TFF's local worker
+                   tff_worker (where TFF's worker runs: cpu in TFF 0.87)
+  runtime          where the clients trained and were aggregated (tff_noisy.runtime:
+                   client_runtime, clients_trained_on, path and why, aggregated_in), and
+                   workers: [host:port, ...] for a run with --workers
   byzantine_clients  the clients faults.byzantine made Byzantine (simulation truth,
                    reporting only; empty without faults and in files written before)
 Undefined values (NaN, e.g. a correlation of constant estimates) are written as null, so
