@@ -69,8 +69,8 @@ def test_unequal_clients_with_momentum_fedprox_and_weight_decay():
 
 def test_adam_counts_only_real_steps():
   """Adam divides by sqrt(v): a gradient near 0 that rounds differently (the stacked mean
-  sums a padded batch) moves a weight by up to the learning rate; 2 of 8,192 weights
-  differ by 1.3e-5 of the largest weight after 8 steps, the rest by < 1e-6."""
+  sums a padded batch) moves a weight by up to the learning rate: measured, 1 or 2 of
+  8,192 weights differ by 5e-6 to 1.3e-5 of the largest weight after 8 steps."""
   _compare('mlp', tff.learning.optimizers.build_adam(0.01), ClientObjective(), [2, 11, 30],
            batch_size=4, epochs=1, tolerance=3e-5)
 

@@ -118,7 +118,7 @@ def test_every_method_one_round_equals_tff(tmp_path, method, aggregator):
   """Within 1e-5 of the largest weight; LSC within 2e-5: the same kernel on both, but
   its contrastive term's exp(similarity / temperature) magnifies the rounding
   differences between TFF's statically linked TensorFlow and this process's (measured
-  1.6e-5 on 21 of 2,048 weights, with or without oneDNN)."""
+  1.4e-5 on 19 of 2,048 weights; 1.6e-5 on 21 with oneDNN off)."""
   tolerance = 2e-5 if method == 'lsc' else 1e-5
   (want,) = one_round(tmp_path, 'tff', method, aggregator)
   for got in one_round(tmp_path, 'tf', method, aggregator, stacks=(True, False)):

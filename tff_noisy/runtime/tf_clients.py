@@ -99,7 +99,6 @@ class InProcessClients:
                weight_decay: float, batch_size: int,
                clients_per_call: Optional[int] = None, stack: bool = True):
     """``stack=False`` trains one client per call even where stacking is exact (tests)."""
-    self.objective = objective
     self.local_epochs = int(local_epochs)
     self.batch_size = int(batch_size)
     self.device = training_device()
@@ -167,8 +166,8 @@ class InProcessClients:
 
   def _train_stacked(self, weights, hparams, client_data) -> tuple:
     """Groups of stacked clients; ``([(result, metrics)] in client order, diagnostics)``."""
-    clients = [c if isinstance(c, client_data_lib.ClientData) else None for c in client_data]
-    if any(c is None for c in clients):
+    clients = list(client_data)
+    if not all(isinstance(c, client_data_lib.ClientData) for c in clients):
       raise TypeError('the stacked tf runtime needs ClientData (client_data.ClientData), '
                       'not tf.data datasets')
     steps = [-(-c.num_examples // self.batch_size) for c in clients]
