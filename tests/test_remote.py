@@ -271,8 +271,13 @@ def test_fedavg_on_two_workers_equals_the_local_run(tmp_path, reference_cache, t
   driver.run_experiment(_config(), out, progress=False, workers=two_workers.addresses)
   _assert_same_run(out, reference_cache)
   results = results_lib.load(out)
-  assert results['runtime'] == {'workers': two_workers.addresses}
-  assert results_lib.load(reference_cache)['runtime'] == {}
+  assert results['runtime'] == {
+      'workers': two_workers.addresses, 'client_runtime': 'tff',
+      'clients_trained_on': 'TFF remote workers (CPU)',
+      'aggregated_in': 'TFF remote workers, groups merged in this process'}
+  assert results_lib.load(reference_cache)['runtime'] == {
+      'client_runtime': 'tff', 'clients_trained_on': 'TFF worker_binary (CPU)',
+      'aggregated_in': 'TFF worker_binary (CPU)'}
 
 
 @pytest.mark.slow

@@ -42,8 +42,16 @@ def build(name: str, *, model_fn, client_optimizer, local_epochs: int, weight_de
   raise ValueError(f'unknown client runtime {name!r}; allowed: {", ".join(RUNTIMES)}')
 
 
-def describe(process) -> dict:
-  """What results.json keeps of where a process's clients trained."""
+def describe(process, on_workers: bool = False) -> dict:
+  """What results.json keeps of where a process's clients trained.
+
+  ``on_workers``: the run's TFF computations go to remote workers (``--workers``, only
+  with ``tff``): each worker trains and aggregates its group of clients, and this process
+  merges the groups' partial aggregates (``remote.on_workers``).
+  """
+  if on_workers:
+    return {'client_runtime': 'tff', 'clients_trained_on': 'TFF remote workers (CPU)',
+            'aggregated_in': 'TFF remote workers, groups merged in this process'}
   if process.clients is None:
     record = {'client_runtime': 'tff', 'clients_trained_on': 'TFF worker_binary (CPU)'}
   else:

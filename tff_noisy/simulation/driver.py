@@ -273,7 +273,7 @@ def _run_experiment(config: ExperimentConfig, out_dir: str, resume: bool,
     raise ConfigError(f'fl.clients_per_round: {num_sampled} > {len(ids)} clients')
   method = build_method(config, data, choices)
   process = method.process
-  runtime = dict(runtime, **client_runtime.describe(process))
+  runtime = dict(runtime, **client_runtime.describe(process, bool(runtime.get('workers'))))
 
   tf.keras.utils.set_random_seed(config.seed)
   eval_model = method.setup.model_fn()
