@@ -8,7 +8,7 @@ the update (received - trained, zeros when non-finite) and its weight, as the TF
 work forms them.
 """
 
-from typing import Iterable, List, NamedTuple, Optional
+from typing import Iterable, List, Mapping, NamedTuple, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -118,15 +118,28 @@ class DeviceClient:
   def infer(self, x: np.ndarray) -> np.ndarray:
     return self._call('infer', x=np.asarray(x, np.float32))['logits']
 
-  def prologue(self, x: np.ndarray, y: np.ndarray, corrected: int) -> dict:
+  def prologue(self, x: np.ndarray, y: np.ndarray, hparams: Mapping) -> dict:
+    """The objective's prologue over the local set ``x``, ``y`` with the round's
+    ``hparams`` (forward correction: ``{'corrected': 0 or 1}``): its outputs."""
     if not self.has_prologue:
       raise ValueError('this model\'s objective has no prologue (cross-entropy / FedProx)')
     return self._call('prologue', x=np.asarray(x, np.float32), y=np.asarray(y, np.int32),
-                      corrected=np.int32(corrected))
+                      **self._typed('prologue', hparams))
 
-  def set_matrix(self, matrix: np.ndarray, corrected: int) -> None:
-    self._call('set_matrix', matrix=np.asarray(matrix, np.float32),
-               corrected=np.int32(corrected))
+  def set_context(self, **values) -> dict:
+    """Sets the objective's context and the round's hparams directly (forward
+    correction: ``matrix=..., corrected=...``) instead of running the prologue."""
+    return self._call('set_context', **self._typed('set_context', values))
+
+  def _typed(self, signature: str, values: Mapping) -> dict:
+    """``values`` in the dtypes ``signature`` takes; ValueError unless they name exactly
+    its inputs (``x`` and ``y`` aside)."""
+    details = self._runners[signature].get_input_details()
+    names = [name for name in details if name not in ('x', 'y')]
+    if set(values) != set(names):
+      raise ValueError(f'{signature} takes {", ".join(sorted(names))}, got '
+                       f'{", ".join(sorted(values)) or "none"}')
+    return {name: np.asarray(values[name], details[name]['dtype']) for name in names}
 
   def train(self, x: np.ndarray, y: np.ndarray,
             aggregation_weight: Optional[np.ndarray] = None) -> dict:
@@ -141,21 +154,22 @@ class DeviceClient:
     return self._call('upload')
 
   def run_round(self, weights: List[np.ndarray], batches: Iterable[dict],
-                corrected: Optional[int] = None) -> Upload:
+                hparams: Optional[Mapping] = None) -> Upload:
     """A whole round: restore, [prologue], ``train`` on every batch in order, upload.
 
     ``batches``: every batch of the round, all epochs in order (``dataset.repeat(E)``),
     each a mapping with ``x``, ``y`` and optionally ``aggregation_weight``. The
-    prologue (with ``corrected``, forward correction) sees the examples of the first
-    epoch (``num_examples`` / epochs of them, as the batches repeat).
+    prologue (with the round's ``hparams``, forward correction's ``corrected``) sees the
+    examples of the first epoch (``num_examples`` / epochs of them, as the batches
+    repeat).
     """
     batches = [{k: np.asarray(v) for k, v in b.items()} for b in batches]
     self.restore(weights)
     prologue = {}
     if self.has_prologue:
-      if corrected is None:
-        raise ValueError('a forward-correction model needs the round\'s corrected phase')
-      prologue = self.prologue(*self._first_epoch(batches), corrected)
+      if hparams is None:
+        raise ValueError("this model's objective has a prologue: give the round's hparams")
+      prologue = self.prologue(*self._first_epoch(batches), hparams)
     loss_sum, correct = 0.0, 0.0
     for batch in batches:
       out = self.train(batch['x'], batch['y'], batch.get(training.AGGREGATION_WEIGHT_KEY))

@@ -6,7 +6,7 @@
 
 ``--on-device-training`` writes the run's *client round* instead (``training.py``):
 signatures ``restore``, ``train``, ``upload``, ``parameters``, ``infer`` (and
-``prologue``/``set_matrix`` for forward correction) with the run's client optimiser,
+``prologue``/``set_context`` for forward correction) with the run's client optimiser,
 objective, local epochs and weight decay, starting from the run's final weights, or from
 a config's seeded initial weights (the driver's) for a model not trained yet.
 

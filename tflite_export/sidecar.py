@@ -71,7 +71,8 @@ def write_sidecar(path, *, class_names, input_shape, input_dtype,
 
 TRAINING_ROUND = (
     'restore(w000..) with the broadcast global weights; for forward correction '
-    'prologue(x, y, corrected) over the whole local set (or set_matrix); then '
+    'prologue(x, y, corrected) over the whole local set (or set_context(matrix, '
+    'corrected)); then '
     'local_epochs passes of train(x, y, aggregation_weight) over the local batches '
     '(aggregation_weight: ones unless the server sets per-example weights); then '
     'upload() -> u000.. (update = received - trained) and update_weight, which the '

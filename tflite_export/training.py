@@ -1,19 +1,22 @@
 """The client's round as a TFLite model with training signatures (on-device federated clients).
 
 ``build_training_module`` wraps a Keras model in a ``tf.Module`` whose ``tf.function``
-signatures are one client's local training, with the same maths as the TFF client work
-(``tff_noisy.federated.client_work.build_local_training``):
+signatures are one client's local training: its ``train`` and ``upload`` run the very
+functions of the simulation's client kernel (``tff_noisy.federated.client_step``:
+``train_step``, ``zero_if_any_non_finite``), and the objective supplies its own device
+side (``ClientObjective.device_context``, ``device_prologue``):
 
 - ``restore(w000, w001, ...)``: receive the broadcast global model (trainable then
   non-trainable variables, ``tff.learning.models.ModelWeights`` order). Also keeps a copy
   (FedProx's proximal centre and the update's reference), starts the client optimiser's
   state afresh (as every TFF round does) and clears the round's counters.
-- ``prologue(x, y, corrected)`` (forward-correction objectives only): the objective's
-  prologue on the device: the received model in inference mode over the client's whole
-  local set, then the client's own transition matrix Q^k (FedEFC's confident joint or
-  Patrini's anchors, the same TF code as the simulation) when the server's ``corrected``
-  phase is 1, else cross-entropy. Returns the matrix and the received model's accuracy.
-  ``set_matrix(matrix, corrected)`` sets them directly instead.
+- ``prologue(x, y, <hparams>)`` (objectives with a device context: forward correction):
+  the objective's ``device_prologue`` with the received model in inference mode over the
+  client's whole local set and the round's hparams (forward correction: ``corrected``;
+  when it is 1, the client's own transition matrix Q^k, FedEFC's confident joint or
+  Patrini's anchors, the same TF code as the simulation). Returns the context (``matrix``)
+  and what the host reads (the received model's accuracy, the estimate).
+  ``set_context(<context>, <hparams>)`` (``matrix``, ``corrected``) sets them directly.
 - ``train(x, y, aggregation_weight)``: one optimiser step on a batch: the objective's
   mean per-example loss plus the model's regularisation losses, FedProx's proximal
   gradient ``mu (w - w_restored)`` and the coupled ``weight_decay * w``, stepped by the
@@ -38,14 +41,13 @@ only (``RUNTIME_NOTE``).
 import re
 from typing import Callable, Optional
 
+import numpy as np
 import tensorflow as tf
 
 from tff_noisy import methods
 from tff_noisy.errors import ConfigError
-from tff_noisy.federated.objectives import forward_correction
+from tff_noisy.federated import client_step
 from tff_noisy.federated.objectives.base import ClientObjective
-from tff_noisy.ops import losses
-from tff_noisy.ops import transition_tf
 
 RUNTIME_NOTE = (
     'needs a TFLite runtime with the select-TF-ops (Flex) delegate: the full TensorFlow '
@@ -54,7 +56,8 @@ RUNTIME_NOTE = (
     'TF 2.14: tflite-runtime 2.14 and ai-edge-litert 2.3)')
 AGGREGATION_WEIGHT_KEY = 'aggregation_weight'  # As client_work's (no TFF import here).
 SIGNATURES = ('restore', 'train', 'upload', 'parameters', 'infer')
-FC_SIGNATURES = ('prologue', 'set_matrix')
+# Of an objective with a device prologue (``ClientObjective.device_context``).
+CONTEXT_SIGNATURES = ('prologue', 'set_context')
 
 
 def weight_name(i: int) -> str:
@@ -66,27 +69,13 @@ def update_name(i: int) -> str:
 
 
 def check_objective(objective: ClientObjective) -> None:
-  """Raises ConfigError unless the objective's client side can run on a device.
-
-  Supported: cross-entropy (FedAvg, NA-FedAvg, NNC, FedDS clients), FedProx's proximal
-  term and forward correction with a per-client matrix (FedEFC, forward_correction):
-  ``methods.DEVICE_OBJECTIVES``; each method's ``MethodSpec.off_device`` agrees.
-  """
-  name = type(objective).__name__
-  if objective.trainable_state:
-    raise ConfigError(
-        f'objective {name} cannot be exported for on-device training: it trains '
-        f'per-example client state {objective.trainable_state!r} (per-sample label '
-        f'logits updated by update_rows) beside the model; {methods.device_support()}')
-  if objective.uses_features:
-    raise ConfigError(
-        f'objective {name} cannot be exported for on-device training: its loss reads '
-        "the model's penultimate features and per-example dataset fields (LSC's "
-        f'K-similarity embeddings); {methods.device_support()}')
-  if type(objective) not in (ClientObjective, forward_correction.ForwardCorrectionObjective):
-    raise ConfigError(
-        f'objective {name} cannot be exported for on-device training: no on-device '
-        f'prologue/epilogue for it; {methods.device_support()}')
+  """Raises ConfigError unless the objective's client side can run on a device
+  (``ClientObjective.device_unsupported_reason``; each method's ``MethodSpec.off_device``
+  agrees)."""
+  reason = objective.device_unsupported_reason()
+  if reason:
+    raise ConfigError(f'objective {type(objective).__name__} cannot be exported for '
+                      f'on-device training: {reason}; {methods.device_support()}')
 
 
 def _signature(name: str, body: Callable, input_signature: list):
@@ -101,6 +90,11 @@ def _signature(name: str, body: Callable, input_signature: list):
 
 def _variables(model):
   return list(model.trainable_variables) + list(model.non_trainable_variables)
+
+
+def _spec(name: str, value) -> tf.TensorSpec:
+  value = np.asarray(value)
+  return tf.TensorSpec(value.shape, value.dtype, name=name)
 
 
 class TrainingModule(tf.Module):
@@ -129,11 +123,10 @@ class TrainingModule(tf.Module):
         optimizer.initialize(self._trainable_specs))
     self.weight_sum = tf.Variable(0.0, trainable=False, name='weight_sum')
     self.num_examples = tf.Variable(0, dtype=tf.int32, trainable=False, name='num_examples')
-    self.is_forward = isinstance(objective, forward_correction.ForwardCorrectionObjective)
-    if self.is_forward:
-      self.num_classes = objective.num_classes
-      self.matrix = tf.Variable(tf.eye(self.num_classes), trainable=False, name='matrix')
-      self.corrected = tf.Variable(0, dtype=tf.int32, trainable=False, name='corrected')
+    # The objective's context and the server's hparams, as the device holds them.
+    self.held = {name: tf.Variable(value, trainable=False, name=name)
+                 for name, value in {**objective.device_context, **objective.hparams}.items()}
+    self.has_context = bool(objective.device_context)
     input_shape = tuple(model.inputs[0].shape[1:])
     x_spec = tf.TensorSpec([None, *input_shape], tf.float32, name='x')
     y_spec = tf.TensorSpec([None], tf.int32, name='y')
@@ -145,15 +138,14 @@ class TrainingModule(tf.Module):
     self.upload = _signature('upload', self._upload, [])
     self.parameters = _signature('parameters', self._parameters, [])
     self.infer = _signature('infer', self._infer, [x_spec])
-    if self.is_forward:
-      self.prologue = _signature('prologue', self._prologue, [
-          x_spec, y_spec, tf.TensorSpec([], tf.int32, name='corrected')])
-      self.set_matrix = _signature('set_matrix', self._set_matrix, [
-          tf.TensorSpec([self.num_classes, self.num_classes], tf.float32, name='matrix'),
-          tf.TensorSpec([], tf.int32, name='corrected')])
+    if self.has_context:
+      hparam_specs = [_spec(n, v) for n, v in objective.hparams.items()]
+      self.prologue = _signature('prologue', self._prologue, [x_spec, y_spec, *hparam_specs])
+      self.set_context = _signature('set_context', self._set_context, [
+          _spec(n, v) for n, v in objective.device_context.items()] + hparam_specs)
 
   def signatures(self) -> dict:
-    names = SIGNATURES + (FC_SIGNATURES if self.is_forward else ())
+    names = SIGNATURES + (CONTEXT_SIGNATURES if self.has_context else ())
     return {name: getattr(self, name).get_concrete_function() for name in names}
 
   # The signatures' bodies.
@@ -166,52 +158,36 @@ class TrainingModule(tf.Module):
                           self.optimizer.initialize(self._trainable_specs))
     self.weight_sum.assign(0.0)
     self.num_examples.assign(0)
-    if self.is_forward:
-      self.matrix.assign(tf.eye(self.num_classes))
-      self.corrected.assign(0)
+    for name, value in {**self.objective.device_context, **self.objective.hparams}.items():
+      self.held[name].assign(value)
     return {'restored': tf.constant(len(weights), tf.int32)}
 
-  def _context_and_hparams(self):
-    if not self.is_forward:
-      return {}, {}
-    return {'matrix': self.matrix.read_value()}, {'corrected': self.corrected.read_value()}
+  def _held(self, names) -> dict:
+    return {name: self.held[name].read_value() for name in names}
 
   def _train(self, x, y, aggregation_weight):
-    context, hparams = self._context_and_hparams()
-    batch = {'x': x, 'y': y}
-    with tf.GradientTape() as tape:
-      logits = self.model(x, training=self.training_forward)
-      per_example = self.objective.loss(batch, logits, None, context, hparams, None)
-      loss = tf.reduce_mean(per_example)
-      if self.model.losses:
-        loss += tf.add_n(self.model.losses)
-    grads = tape.gradient(loss, self.trainable)
-    if self.objective.proximal_strength:
-      initial = [r.read_value() for r in self.received[:len(self.trainable)]]
-      grads = [g + p for g, p in zip(grads, losses.proximal_gradients(
-          self.trainable, initial, self.objective.proximal_strength))]
-    if self.weight_decay:
-      grads = [g + self.weight_decay * w for g, w in zip(grads, self.trainable)]
-    state = tf.nest.map_structure(lambda v: v.read_value(), self.opt_state)
-    state, new_trainable = self.optimizer.next(
-        state, tuple(v.read_value() for v in self.trainable), tuple(grads))
-    tf.nest.map_structure(lambda v, t: v.assign(t), self.opt_state, state)
-    for variable, value in zip(self.trainable, new_trainable):
-      variable.assign(value)
+    forward = lambda x: (None, self.model(x, training=self.training_forward))  # pylint: disable=unnecessary-lambda-assignment
+    opt_state = tf.nest.map_structure(lambda v: v.read_value(), self.opt_state)
+    initial = [r.read_value() for r in self.received[:len(self.trainable)]]
+    opt_state, loss, per_example, logits, _ = client_step.train_step(
+        self.model, forward, self.objective, self.optimizer, opt_state, {'x': x, 'y': y},
+        self._held(self.objective.device_context), self._held(self.objective.hparams),
+        initial, self.weight_decay)
+    tf.nest.map_structure(lambda v, t: v.assign(t), self.opt_state, opt_state)
     self.weight_sum.assign_add(tf.reduce_sum(aggregation_weight))
     self.num_examples.assign_add(tf.shape(y)[0])
     predicted = tf.argmax(logits, axis=-1, output_type=tf.int32)
     correct = tf.reduce_sum(tf.cast(tf.equal(predicted, y), tf.float32))
-    return {'loss': loss, 'loss_sum': tf.reduce_sum(per_example), 'correct': correct}
+    return {'loss': loss, 'loss_sum': tf.reduce_sum(per_example),
+            'correct': correct}
 
   def _upload(self):
-    update = [r - v for r, v in zip(self.received, self.all_variables)]
-    finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(u)) for u in update])
-    update = [tf.where(finite, u, tf.zeros_like(u)) for u in update]
+    update, non_finite = client_step.zero_if_any_non_finite(
+        [r - v for r, v in zip(self.received, self.all_variables)])
     outputs = {update_name(i): u for i, u in enumerate(update)}
-    outputs['update_weight'] = tf.where(finite, self.weight_sum / float(self.local_epochs),
-                                        0.0)
-    outputs['non_finite'] = tf.cast(tf.logical_not(finite), tf.int32)
+    outputs['update_weight'] = tf.where(non_finite, 0.0,
+                                        self.weight_sum / float(self.local_epochs))
+    outputs['non_finite'] = tf.cast(non_finite, tf.int32)
     outputs['num_examples'] = self.num_examples.read_value()
     return outputs
 
@@ -221,42 +197,20 @@ class TrainingModule(tf.Module):
   def _infer(self, x):
     return {'logits': self.model(x, training=False)}
 
-  def _prologue(self, x, y, corrected):
-    logits = self.model(x, training=False)
-    labels = tf.cast(y, tf.int64)
-    hits = tf.cast(tf.equal(tf.argmax(logits, axis=1), labels), tf.float32)
-    accuracy = tf.reduce_sum(hits) / tf.maximum(tf.cast(tf.size(hits), tf.float32), 1.0)
-    estimated, matrix, clipped = tf.cond(
-        tf.equal(corrected, 1),
-        lambda: self._estimate(tf.nn.softmax(logits), labels),
-        lambda: (tf.eye(self.num_classes), tf.eye(self.num_classes), tf.constant(0.0)))
-    self.matrix.assign(matrix)
-    self.corrected.assign(corrected)
-    return {'matrix': matrix, 'estimated': estimated, 'received_accuracy': accuracy,
-            'matrix_clipped_columns': clipped}
+  def _prologue(self, x, y, *hparam_values):
+    hparams = dict(zip(self.objective.hparams, hparam_values))
+    outputs = self.objective.device_prologue(lambda b: self.model(b, training=False), x, y,
+                                             hparams)
+    for name, value in {**hparams, **outputs}.items():
+      if name in self.held:
+        self.held[name].assign(value)
+    return outputs
 
-  def _estimate(self, probs, labels):
-    """``ForwardCorrectionObjective.estimate`` but the singular flag (its SVD is no
-    TFLite op, builtin or select): ``(estimate, applied matrix, clipped columns)``; the
-    estimate before prior compensation is what ``is_singular`` reads (host side)."""
-    objective = self.objective
-    if objective.estimator == 'anchor':
-      estimated = transition_tf.anchor_transition_matrix(probs, objective.anchor_percentile)
-      clipped = tf.constant(0.0)
-    else:
-      counts = transition_tf.confident_joint(probs, labels, self.num_classes)
-      clipped = tf.reduce_sum(tf.cast(tf.linalg.diag_part(counts) < 1.0, tf.float32))
-      estimated = transition_tf.normalise_counts(counts, objective.normalise)
-    matrix = estimated
-    if objective.prior_comp:
-      matrix = transition_tf.compensate_prior(
-          estimated, transition_tf.class_prior(labels, self.num_classes))
-    return estimated, matrix, clipped
-
-  def _set_matrix(self, matrix, corrected):
-    self.matrix.assign(matrix)
-    self.corrected.assign(corrected)
-    return {'matrix': self.matrix.read_value()}
+  def _set_context(self, *values):
+    names = list(self.objective.device_context) + list(self.objective.hparams)
+    for name, value in zip(names, values):
+      self.held[name].assign(value)
+    return self._held(self.objective.device_context)
 
 
 def build_training_module(model: tf.keras.Model, objective: Optional[ClientObjective],
@@ -321,10 +275,4 @@ def runtime_requirement(tflite_bytes: bytes) -> dict:
 
 def describe_objective(objective: ClientObjective) -> dict:
   """The objective the sidecar records."""
-  described = {'name': type(objective).__name__,
-               'proximal_strength': objective.proximal_strength}
-  if isinstance(objective, forward_correction.ForwardCorrectionObjective):
-    described.update(estimator=objective.estimator, normalise=objective.normalise,
-                     prior_comp=objective.prior_comp,
-                     anchor_percentile=objective.anchor_percentile)
-  return described
+  return objective.describe()

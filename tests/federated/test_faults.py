@@ -52,7 +52,7 @@ def test_signatures_without_and_with_faults(processes):
   fault_type = faulty.train.type_signature.parameter[4]
   assert str(fault_type) == '{<kind=int32,factor=float32,std=float32,seed=int64>}@CLIENTS'
   assert faulty.train.type_signature.result == plain.train.type_signature.result
-  assert faulty.initialize.type_signature == plain.initialize.type_signature
+  assert faulty.initialize_computation.type_signature == plain.initialize_computation.type_signature
   with pytest.raises(ValueError, match="built with faults: give each client's fault"):
     faulty.next(faulty.initialize(), [_dataset(1)], [()])
   with pytest.raises(ValueError, match='built without faults: give none'):

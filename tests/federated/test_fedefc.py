@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tff_noisy import methods
 from tff_noisy.federated import process as process_lib
+from tff_noisy.federated.algorithms import fedefc as fedefc_lib
 from tff_noisy.federated.objectives.forward_correction import ForwardCorrectionObjective
 from tff_noisy.ops import transition
 from tff_noisy.tff_runtime import import_tff
@@ -78,8 +80,8 @@ def _forward_loss(y, matrix):
 def test_type_signature(fedefc):
   signature = fedefc._next.type_signature  # pylint: disable=protected-access
   hparams = signature.parameter[0].member.client_work
-  assert str(hparams.corrected) == 'int32' and str(hparams.switch_round) == 'int32'
-  assert str(hparams.monitor_best) == 'float32'
+  # Only the phase is broadcast; the prestopping monitor is FedEFC's server-only controller.
+  assert tff.structure.name_list(hparams) == ['corrected'] and str(hparams.corrected) == 'int32'
   metrics = signature.result[1].member.client_work.train
   assert [name for name, _ in tff.structure.iter_elements(metrics.objective)] == [
       'received_accuracy', 'matrix_singular', 'matrix_clipped_columns']
@@ -140,3 +142,26 @@ def test_stage_two_trains_on_the_clients_own_corrected_loss(estimator, prior_com
   assert reported['matrix_clipped_columns'] == clipped
   if estimator == 'confident_joint':
     assert clipped >= 1  # Class 2 is absent.
+
+
+def test_the_monitor_is_server_only_state_the_server_steps_update():
+  """FedEFC's prestopping counters live in the state's controller slot, the phase in the
+  broadcast hparams; ``after_round`` updates both, and fires at the prestopping point."""
+  process = process_lib.build_process(
+      _model_fn, _dataset(*_client(0, 4)).element_spec,
+      tff.learning.optimizers.build_sgdm(_LR), objective=ForwardCorrectionObjective(_CLASSES),
+      controller=fedefc_lib.FedEFC.controller)
+  method = fedefc_lib.FedEFC(process, methods.FedEFCParams(
+      t_mon=1, gamma=1, report_matrix_error=False), setup=None)
+  state = process.initialize()
+  assert list(process.get_hparams(state)) == ['corrected']
+  assert int(process.get_controller(state)['switch_round']) == -1
+  for round_num, signal in enumerate([0.5, 0.6, 0.55], start=1):
+    metrics = {'objective': {'received_accuracy': signal}}
+    state, _ = method.after_round(round_num, state, metrics)
+  assert int(process.get_hparams(state)['corrected']) == 1
+  monitor = process.get_controller(state)
+  assert int(monitor['switch_round']) == 3 and monitor['monitor_best'] == np.float32(0.6)
+  assert monitor['monitor_best'].dtype == np.float32
+  with pytest.raises(ValueError, match="controller"):
+    process.set_controller(state, {'switch_round': 4})

@@ -57,6 +57,13 @@ def test_scoring_returns_global_and_trained_local_logits():
   trained = process.get_model_weights(process.next(state, [data[0]], [()]).state)
   trained.assign_weights_to(model)
   np.testing.assert_allclose(logits[0][1], model(x).numpy(), rtol=1e-4, atol=1e-4)
+  # In this process (the tf runtime's probes), the same logits.
+  in_process = probe.build_probe(_model_fn, data[0].element_spec,
+                                 fedln._before_and_after_training(setup, objective),  # pylint: disable=protected-access
+                                 in_process=True)
+  for (g, local), (g_here, local_here) in zip(logits, in_process(weights, data)):
+    np.testing.assert_allclose(g_here, g, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(local_here, local, rtol=1e-5, atol=1e-5)
 
 
 def _fedln_config(name, **params):

@@ -222,3 +222,8 @@ def test_probe_evaluates_the_global_model_without_training():
   expected = np.mean(np.argmax(model(x).numpy(), -1) == y)
   assert got[0] == pytest.approx(expected)
   assert got[1] == pytest.approx(np.mean(np.argmax(model(x[:4]).numpy(), -1) == y[:4]))
+  # The in-process probe (the tf and tflite runtimes) gives the same values.
+  in_process = probe.build_probe(_model_fn, _dataset(x, y).element_spec, own_label_accuracy,
+                                 in_process=True)
+  assert in_process(weights, [_dataset(x, y, batch_size=3), _dataset(x[:4], y[:4])]) == [
+      pytest.approx(got[0]), pytest.approx(got[1])]

@@ -1,11 +1,13 @@
 """Checkpoints: round trip, identity, run length, corruption fallback, retention."""
 import collections
+import json
 import os
 
 import numpy as np
 import pytest
 
 from tff_noisy import config as config_lib
+from tff_noisy.federated import process as process_lib
 from tff_noisy.simulation import checkpoint
 from tff_noisy.simulation.client_state import ClientStateStore
 
@@ -175,3 +177,33 @@ def test_an_interrupted_save_leaves_the_previous_checkpoint(tmp_path, monkeypatc
   monkeypatch.undo()
   assert sorted(p.name for p in tmp_path.iterdir()) == ['round_00002']
   assert _load(tmp_path).round_num == 2
+
+
+def _server_state(offset):
+  return process_lib.ServerState(
+      global_model_weights=[np.ones(3) * offset], distributor=(),
+      client_work=collections.OrderedDict(corrected=np.int32(offset)),
+      aggregator=(), finalizer=[np.float32(offset + 0.5)],
+      controller=collections.OrderedDict(best=np.float32(offset + 0.25),
+                                         count=np.int32(offset + 2)))
+
+
+def test_controller_round_trip_and_a_checkpoint_from_before_the_slot(tmp_path):
+  """The controller comes back in its slot; a checkpoint written when the controller's
+  values followed the hparams (no ``state_layout`` in meta.json) is reordered."""
+  directory = tmp_path / 'ckpt'
+  checkpoint.save(str(directory), 3, _server_state(3), ClientStateStore(), [], _identity())
+  loaded = checkpoint.load(str(directory), _server_state(0), _identity(), 10).state
+  assert int(loaded.controller['count']) == 5 and float(loaded.finalizer[0]) == 3.5
+
+  state = _server_state(7)
+  old_layout = [state.global_model_weights, state.client_work, state.controller,
+                state.finalizer]  # Flattens as the state did before the controller slot.
+  checkpoint.save(str(directory), 7, old_layout, ClientStateStore(), [], _identity())
+  meta_path = directory / 'round_00007' / 'meta.json'
+  meta = json.loads(meta_path.read_text())
+  del meta['state_layout']
+  meta_path.write_text(json.dumps(meta))
+  loaded = checkpoint.load(str(directory), _server_state(0), _identity(), 10).state
+  assert float(loaded.finalizer[0]) == 7.5 and int(loaded.client_work['corrected']) == 7
+  assert float(loaded.controller['best']) == 7.25 and int(loaded.controller['count']) == 9

@@ -211,9 +211,9 @@ def test_forward_correction_on_device_equals_simulation(digits):
   hparams = {'corrected': tf.constant(1)}
   context = objective.prologue(lambda b: model(b, training=False), dataset, {}, hparams)
   client.restore(model.get_weights())
-  prologue = client.prologue(x, y, 1)
+  prologue = client.prologue(x, y, {'corrected': 1})
   np.testing.assert_allclose(prologue['matrix'], context['matrix'], atol=1e-6)
-  assert float(transition.is_singular(prologue['estimated'])) == float(
+  assert objective.device_metrics(prologue)['matrix_singular'] == float(
       context['matrix_singular'])
   assert float(prologue['matrix_clipped_columns']) == float(
       context['matrix_clipped_columns'])
@@ -228,10 +228,12 @@ def test_forward_correction_on_device_equals_simulation(digits):
   device = float(client.train(x[:16], y[:16])['loss'])
   assert device == pytest.approx(float(simulation), rel=1e-6)
   assert device == pytest.approx(float(numpy_loss), rel=1e-5)
-  # A matrix given directly (set_matrix) is the one the loss uses.
+  # A matrix given directly (set_context) is the one the loss uses.
   client.restore(model.get_weights())
   matrix = np.full((10, 10), 0.02, np.float32) + np.eye(10, dtype=np.float32) * 0.8
-  client.set_matrix(matrix, 1)
+  client.set_context(matrix=matrix, corrected=1)
+  with pytest.raises(ValueError, match='set_context takes corrected, matrix, got matrix'):
+    client.set_context(matrix=matrix)
   np.testing.assert_allclose(
       float(client.train(x[:16], y[:16])['loss']),
       np.mean(transition.forward_corrected_cross_entropy(y[:16], logits.numpy(), matrix)),

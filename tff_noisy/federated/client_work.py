@@ -27,9 +27,9 @@ import numpy as np
 import tensorflow as tf
 
 import models
+from tff_noisy.federated import client_step
 from tff_noisy.federated.objectives.base import ClientObjective
 from tff_noisy.ops import faults_tf
-from tff_noisy.ops import losses
 from tff_noisy.tff_runtime import import_tff
 
 tff = import_tff()
@@ -62,19 +62,6 @@ def model_weights_of_values(trainable, non_trainable):
                                           non_trainable=list(non_trainable))
 
 
-def regularized_gradients(grads, trainable, initial_trainable, proximal_strength: float,
-                          weight_decay: float) -> list:
-  """The loss gradients plus FedProx's proximal gradient (``losses.proximal_gradients``,
-  Li et al. 2020 Eq. 2) and coupled L2 ``weight_decay * w``, each only when non-zero."""
-  grads = list(grads)
-  if proximal_strength:
-    grads = [g + p for g, p in zip(grads, losses.proximal_gradients(
-        trainable, initial_trainable, proximal_strength))]
-  if weight_decay:
-    grads = [g + weight_decay * w for g, w in zip(grads, trainable)]
-  return grads
-
-
 def weights_type_of(model_fn: Callable[[], tf.keras.Model]):
   with tf.Graph().as_default():
     weights = model_weights_of(model_fn())
@@ -94,22 +81,15 @@ def hparams_type_of(objective: ClientObjective):
       for name, value in objective.hparams.items()))
 
 
-def _zero_if_any_non_finite(structure):
-  flat = tf.nest.flatten(structure)
-  all_finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(t)) for t in flat])
-  zeros = tf.nest.map_structure(tf.zeros_like, structure)
-  cleaned = tf.cond(all_finite, lambda: structure, lambda: zeros)
-  return cleaned, tf.logical_not(all_finite)
-
-
 def build_local_training(model: tf.keras.Model, optimizer, objective: ClientObjective,
                          local_epochs: int, weight_decay: float = 0.0):
   """Returns a tf.function ``(weights, dataset, state, hparams[, fault]) -> (result,
   metrics, state)``.
 
-  Runs ``local_epochs`` passes of ``optimizer`` on the objective's mean per-example loss
-  plus the model's regularisation losses, FedProx's proximal term and the coupled L2
-  ``weight_decay`` (gradient + wd * w), starting from the received weights. A ``fault``
+  Runs ``local_epochs`` passes of ``client_step.train_step`` (``optimizer`` on the
+  objective's mean per-example loss plus the model's regularisation losses, FedProx's
+  proximal term and the coupled L2 ``weight_decay``), starting from the received weights,
+  between the objective's prologue and epilogue. A ``fault``
   (``ops.faults_tf.FAULT_SPEC``) corrupts the update the client sends.
   """
   weights = model_weights_of(model)
@@ -136,26 +116,10 @@ def build_local_training(model: tf.keras.Model, optimizer, objective: ClientObje
 
     def step(loop_state, batch):
       opt_state, table, loss_sum, correct, num_examples, weight_sum = loop_state
-      with tf.GradientTape() as tape:
-        rows = None
-        if rows_name:
-          rows = tf.gather(table, batch[INDEX_KEY])
-          tape.watch(rows)
-        features, logits = forward(batch['x'])
-        per_example = objective.loss(batch, logits, features, context, hparams, rows)
-        loss = tf.reduce_mean(per_example)
-        if model.losses:
-          loss += tf.add_n(model.losses)
-      if rows_name:
-        grads, row_grads = tape.gradient(loss, (weights.trainable, rows))
-      else:
-        grads = tape.gradient(loss, weights.trainable)
-      grads = regularized_gradients(grads, weights.trainable, initial_trainable,
-                                    objective.proximal_strength, weight_decay)
-      opt_state, new_trainable = optimizer.next(
-          opt_state, tuple(weights.trainable), tuple(grads))
-      for variable, value in zip(weights.trainable, new_trainable):
-        variable.assign(value)
+      rows = tf.gather(table, batch[INDEX_KEY]) if rows_name else None
+      opt_state, _, per_example, logits, row_grads = client_step.train_step(
+          model, forward, objective, optimizer, opt_state, batch, context, hparams,
+          initial_trainable, weight_decay, rows)
       if rows_name:
         table = tf.tensor_scatter_nd_update(
             table, batch[INDEX_KEY][:, None],
@@ -180,7 +144,7 @@ def build_local_training(model: tf.keras.Model, optimizer, objective: ClientObje
     update = tf.nest.map_structure(lambda w, t: (w - t) * scale, initial_weights, weights)
     if fault is not None:
       update = faults_tf.corrupt(update, fault)
-    update, non_finite = _zero_if_any_non_finite(update)
+    update, non_finite = client_step.zero_if_any_non_finite(update)
     new_state = tf.nest.map_structure(
         lambda new, old: tf.where(non_finite, old, new), new_state, state, check_types=False)
     update_weight = tf.where(non_finite, 0.0, weight_sum / float(local_epochs))

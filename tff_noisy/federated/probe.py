@@ -5,6 +5,8 @@
 weights loaded into ``model`` (FedLN's energy scores, MaskedOptim's per-class mean loss,
 FedEFC's accuracy on the client's own labels). Which clients it runs on is the caller's
 choice, independent of the round's sample; it leaves the process state untouched.
+With ``in_process`` (the ``tf`` and ``tflite`` client runtimes) the same statistic runs
+in this process's TensorFlow, one client after another, instead of TFF's worker.
 """
 
 from typing import Callable
@@ -39,8 +41,11 @@ def build_client_statistic(model_fn, element_spec, statistic: Statistic):
   return client_statistic
 
 
-def build_probe(model_fn, element_spec, statistic: Statistic):
-  """``(global weights@SERVER, data@CLIENTS) -> statistic@CLIENTS``."""
+def build_probe(model_fn, element_spec, statistic: Statistic, in_process: bool = False):
+  """``(global weights@SERVER, data@CLIENTS) -> statistic@CLIENTS``; called with the
+  weights and a list of client datasets, it returns each client's statistic in order."""
+  if in_process:
+    return _in_process_probe(model_fn, statistic)
   client_statistic = build_client_statistic(model_fn, element_spec, statistic)
   weights_type, data_type = client_statistic.type_signature.parameter
 
@@ -51,6 +56,24 @@ def build_probe(model_fn, element_spec, statistic: Statistic):
                              (tff.federated_broadcast(weights), client_data))
 
   client_work.restore_eager_model_classes(model_fn)
+  return probe
+
+
+def _in_process_probe(model_fn, statistic: Statistic):
+  """``build_probe``'s computation in this process: one model, one traced function."""
+  model = model_fn()
+  variables = client_work.model_weights_of(model)
+
+  @tf.function  # Orders the weight assignment before the statistic's forward passes.
+  def evaluate(weights, dataset):
+    tf.nest.map_structure(lambda v, t: v.assign(t), variables, weights)
+    return statistic(model, dataset)
+
+  def probe(weights, client_data: list) -> list:
+    weights = tf.nest.map_structure(tf.convert_to_tensor, weights)
+    return [tf.nest.map_structure(lambda t: t.numpy(), evaluate(weights, dataset))
+            for dataset in client_data]
+
   return probe
 
 

@@ -19,13 +19,17 @@ take each client's fault (``ops.faults_tf.FAULT_SPEC``) at CLIENTS, last: the cl
 work corrupts a Byzantine client's update before it leaves the client. Without, the
 computations are exactly those of a run without faults.
 
-The server state is a ``tff.learning.templates.LearningAlgorithmState`` whose
-``client_work`` part holds the objective's hparams (``get_hparams``/``set_hparams``), so
-a checkpoint of the state keeps whatever the server decided for later rounds.
+The server state is a ``ServerState``: the slots of TFF's ``LearningAlgorithmState``
+(what TFF's computations take and return) plus ``controller``. Its ``client_work`` slot
+holds the objective's hparams (``get_hparams``/``set_hparams``), broadcast to every
+client each round; ``controller`` holds a method's server-only values
+(``get_controller``/``set_controller``: FedEFC's prestopping monitor), which never leave
+the server. A checkpoint of the state keeps both, so whatever the server decided for
+later rounds survives a restart.
 """
 
 import collections
-from typing import Callable, NamedTuple, Optional
+from typing import Any, Callable, Mapping, NamedTuple, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -37,6 +41,22 @@ from tff_noisy.federated.objectives.base import ClientObjective
 from tff_noisy.tff_runtime import import_tff
 
 tff = import_tff()
+
+
+class ServerState(NamedTuple):
+  """``tff.learning.templates.LearningAlgorithmState``'s slots, then ``controller``."""
+  global_model_weights: Any
+  distributor: Any
+  client_work: Any  # The objective's hparams: broadcast to every client each round.
+  aggregator: Any
+  finalizer: Any
+  # A method's server-only values ({name: numpy scalar or array}), never broadcast. Last,
+  # so that a state without any flattens (and checkpoints) as TFF's state does.
+  controller: Any = collections.OrderedDict()
+
+  def learning_state(self):
+    """The part TFF's computations take: a ``LearningAlgorithmState``."""
+    return tff.learning.templates.LearningAlgorithmState(*self[:5])
 
 
 class RoundOutput(NamedTuple):
@@ -57,8 +77,10 @@ class FederatedProcess:
 
   def __init__(self, initialize, train, aggregate, next_fn, objective: ClientObjective,
                takes_faults: bool = False, clients=None, finalize_in_process=None,
-               aggregate_in_process=None):
-    self.initialize = initialize
+               aggregate_in_process=None, controller: Optional[Mapping] = None):
+    self.initialize_computation = initialize  # TFF's: the state but the controller.
+    self.controller = collections.OrderedDict(
+        (name, np.asarray(value)) for name, value in (controller or {}).items())
     self.train = train
     self.aggregate = aggregate
     self._next = next_fn
@@ -70,6 +92,12 @@ class FederatedProcess:
     # finalizer's server step (``finalizer.build_apply_update``).
     self.aggregate_in_process = aggregate_in_process if clients is not None else None
     self.finalize_in_process = finalize_in_process
+
+  def initialize(self) -> ServerState:
+    """The server state before round 1 (TFF's ``initialize``, then the controller's
+    initial values)."""
+    return ServerState(*self.initialize_computation(), controller=collections.OrderedDict(
+        (name, value.copy()) for name, value in self.controller.items()))
 
   def aggregated_in(self) -> str:
     """Where this process aggregates the clients' updates (results.json)."""
@@ -101,7 +129,10 @@ class FederatedProcess:
     """
     if self.clients is None and aggregation_weights is None:
       datasets = [client_data_lib.as_dataset(c) for c in client_data]
-      return RoundOutput(*self._next(state, datasets, client_states, *self._faults(faults)))
+      new_state, metrics, client_states = self._next(
+          state.learning_state(), datasets, client_states, *self._faults(faults))
+      return RoundOutput(ServerState(*new_state, controller=state.controller), metrics,
+                         client_states)
     weights = self.get_model_weights(state)
     results, train_metrics, client_states, diagnostics = self._train(
         weights, self.get_hparams(state), client_data, client_states, faults)
@@ -158,20 +189,40 @@ class FederatedProcess:
 
   def set_hparams(self, state, hparams: dict):
     """``state`` with new hparams; every name the objective declares, same dtypes."""
-    expected = self.objective.hparams
-    if set(hparams) != set(expected):
-      raise ValueError(f'hparams {sorted(hparams)} differ from the objective\'s '
-                       f'{sorted(expected)}')
-    values = collections.OrderedDict(
-        (name, np.asarray(hparams[name], expected[name].dtype)) for name in expected)
-    return state._replace(client_work=values)
+    return state._replace(client_work=_same_names_and_dtypes(
+        hparams, self.objective.hparams, "the objective's hparams"))
+
+  @staticmethod
+  def get_controller(state) -> collections.OrderedDict:
+    return state.controller
+
+  def set_controller(self, state, controller: dict):
+    """``state`` with new server-only values; every name the method declares, same
+    dtypes and shapes."""
+    return state._replace(controller=_same_names_and_dtypes(
+        controller, self.controller, "the method's controller"))
+
+
+def _same_names_and_dtypes(values: Mapping, expected: Mapping,
+                           what: str) -> collections.OrderedDict:
+  """``values`` in ``expected``'s order and dtypes; ValueError when the names differ."""
+  if set(values) != set(expected):
+    raise ValueError(f'{sorted(values)} differ from {what} {sorted(expected)}')
+  converted = collections.OrderedDict(
+      (name, np.asarray(values[name], np.asarray(expected[name]).dtype)) for name in expected)
+  for name, value in converted.items():
+    if value.shape != np.shape(expected[name]):
+      raise ValueError(f'{what}: {name} has shape {value.shape}, not '
+                       f'{np.shape(expected[name])}')
+  return converted
 
 
 def build_process(model_fn: Callable[[], tf.keras.Model], element_spec, client_optimizer,
                   server_optimizer=None, *, objective: ClientObjective = None,
                   model_aggregator=None, local_epochs: int = 1,
                   weight_decay: float = 0.0, faults: bool = False,
-                  client_runtime: Optional[Callable] = None) -> FederatedProcess:
+                  client_runtime: Optional[Callable] = None,
+                  controller: Optional[Mapping] = None) -> FederatedProcess:
   """Builds a method's ``FederatedProcess``.
 
   Args:
@@ -186,6 +237,8 @@ def build_process(model_fn: Callable[[], tf.keras.Model], element_spec, client_o
     faults: Whether ``train`` and ``next`` take each client's simulated fault.
     client_runtime: ``None`` (TFF's client work) or ``objective -> client runtime``
       (``tff_noisy.runtime.build``): where the clients of ``next`` train.
+    controller: The initial values of the method's server-only state
+      (``ServerState.controller``), ``{name: numpy value}``; default none.
   """
   objective = objective or ClientObjective()
   server_optimizer = server_optimizer or tff.learning.optimizers.build_sgdm(1.0)
@@ -279,4 +332,4 @@ def build_process(model_fn: Callable[[], tf.keras.Model], element_spec, client_o
   in_process = getattr(model_aggregator, 'in_process', None)
   return FederatedProcess(initialize, train, aggregate, next_fn, objective, faults, clients,
                           finalizer_lib.build_apply_update(server_optimizer),
-                          in_process() if in_process else None)
+                          in_process() if in_process else None, controller)

@@ -8,7 +8,7 @@
 | ``tflite`` | the TFLite interpreter (on-device model)      | no             |
 
 Every runtime runs the same client kernel (``client_work.build_local_training``; the
-TFLite export compiles its own copy of the step, ``tflite_export.training``) and feeds the
+TFLite export compiles its step and upload, ``client_step``, into its signatures) and feeds the
 process's one round (``FederatedProcess.next``): the configured aggregator and finalizer.
 With ``tff`` the aggregator runs in TFF's worker; with ``tf`` and ``tflite`` the clients'
 updates are already in this process, and a stateless aggregator with an in-process form

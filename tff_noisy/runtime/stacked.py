@@ -12,7 +12,7 @@ per-client matmuls into batched ones (convolutions fall back to a loop inside th
 
 The arithmetic is the client work's (``client_work.build_local_training``): the mean
 per-example loss of the objective over the batch's real examples, FedProx's proximal
-gradient and coupled weight decay (``client_work.regularized_gradients``), the client
+gradient and coupled weight decay (``client_step.regularized_gradients``), the client
 optimiser's step, the update ``initial - trained``; tests hold the two equal.
 
 Only what is exact when stacked is stacked (``unstackable_reason``): objectives whose
@@ -27,6 +27,7 @@ import contextlib
 import numpy as np
 import tensorflow as tf
 
+from tff_noisy.federated import client_step as client_step_lib
 from tff_noisy.federated import client_work
 from tff_noisy.federated.objectives.base import ClientObjective
 
@@ -150,7 +151,7 @@ def build_stacked_training(model: tf.keras.Model, optimizer, objective: ClientOb
         loss = tf.reduce_sum(per_example) / tf.maximum(count, 1.0)
         if regularizers:  # The model's own losses, on this client's weights.
           loss += tf.add_n([regularizer(trainable[i]) for i, regularizer in regularizers])
-      grads = client_work.regularized_gradients(
+      grads = client_step_lib.regularized_gradients(
           tape.gradient(loss, trainable), trainable, initial_trainable,
           objective.proximal_strength, weight_decay)
       new_opt_state, new_trainable = optimizer.next(opt_state, trainable, tuple(grads))

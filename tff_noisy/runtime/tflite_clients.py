@@ -21,7 +21,6 @@ import numpy as np
 from tff_noisy.errors import ConfigError
 from tff_noisy.federated import client_data as client_data_lib
 from tff_noisy.federated import client_work
-from tff_noisy.ops import transition
 from tff_noisy.tff_runtime import import_tff
 from tflite_export import device_client
 from tflite_export import training
@@ -53,15 +52,6 @@ class TFLiteClients:
     return {'client_runtime': self.name, 'clients_trained_on': 'TFLite interpreter (CPU)',
             'path': 'one interpreter run per client'}
 
-  def _objective_metrics(self, upload) -> dict:
-    prologue = upload.prologue
-    values = {'received_accuracy': float(prologue.get('received_accuracy', 0.0)),
-              'matrix_clipped_columns': float(prologue.get('matrix_clipped_columns', 0.0)),
-              'matrix_singular': 0.0}
-    if 'estimated' in prologue:
-      values['matrix_singular'] = float(transition.is_singular(prologue['estimated']))
-    return {name: values[name] for name in self.objective.metric_names}
-
   def train(self, weights, hparams, client_data: list, client_states: list,
             faults=None) -> tuple:
     """Each client's round on the device: ``(ClientResults, metrics, client states, {})``."""
@@ -69,13 +59,13 @@ class TFLiteClients:
       raise ConfigError('fl.client_runtime: tflite does not simulate faults')
     flat = list(weights.trainable) + list(weights.non_trainable)
     num_trainable = len(weights.trainable)
-    corrected = int(hparams['corrected']) if 'corrected' in hparams else None
+    hparams = {name: np.asarray(value) for name, value in hparams.items()}
     metric_names = self.objective.metric_names
     results, per_client = [], []
     for client in client_data:
       dataset = client_data_lib.as_dataset(client)
       upload = self.client.run_round(
-          flat, dataset.repeat(self.local_epochs).as_numpy_iterator(), corrected)
+          flat, dataset.repeat(self.local_epochs).as_numpy_iterator(), hparams)
       update, weight = upload.update, upload.update_weight
       non_finite = upload.non_finite or not all(np.all(np.isfinite(u)) for u in update)
       if non_finite:
@@ -95,7 +85,7 @@ class TFLiteClients:
       if metric_names:
         metrics[client_work.OBJECTIVE_METRICS_KEY] = collections.OrderedDict(
             (name, np.float32(keep(value)))
-            for name, value in self._objective_metrics(upload).items())
+            for name, value in self.objective.device_metrics(upload.prologue).items())
       per_client.append(metrics)
     return (results, client_work.finalize_client_metrics(
         client_work.summed_client_metrics(per_client)), list(client_states), {})

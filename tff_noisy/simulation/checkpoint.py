@@ -7,7 +7,9 @@ identity (:func:`identity_of`). :func:`load` refuses a checkpoint of another run
 passes over a corrupt newest checkpoint (with a warning) to the one before it.
 
 The server state is flattened with ``tf.nest`` and restored into the structure of a
-freshly initialised state, so a checkpoint needs no pickling. Randomness needs no
+freshly initialised state, so a checkpoint needs no pickling. Checkpoints written before
+the state had its ``controller`` slot (FedEFC's prestopping monitor rode in the hparams,
+right after them) are read back in today's order. Randomness needs no
 saved state: every round's client sample and data order derive from (seed, round).
 """
 
@@ -39,6 +41,11 @@ _KEEP = 2
 _MAY_CHANGE = ('fl.rounds', 'fl.eval_every', 'fl.checkpoint_every', 'data.data_dir',
                'data.cache_dir', 'device', 'fl.clients_per_call')
 _SHOWN_DIFFERENCES = 5
+# meta.json's name for how the server state is laid out; absent: the controller's values
+# (if any) follow the hparams, as before ``process.ServerState.controller`` existed.
+_LAYOUT = 'state_layout'
+_CONTROLLER_LAST = 'controller_last'
+
 _START_FRESH = 'start fresh with --overwrite or a new --out'
 
 
@@ -87,6 +94,7 @@ def save(directory: str, round_num: int, state: Any, store: ClientStateStore,
                {f'{i:05d}': np.asarray(v) for i, v in enumerate(flat)})
     _write_npz(os.path.join(tmp, _CLIENTS), store.to_arrays())
     meta = {'round': round_num, 'history': history, 'identity': identity,
+            _LAYOUT: _CONTROLLER_LAST,
             'sha256': {name: _sha256(os.path.join(tmp, name)) for name in (_STATE, _CLIENTS)}}
     with open(os.path.join(tmp, _META), 'w') as f:
       json.dump(meta, f)
@@ -128,6 +136,8 @@ def load(directory: str, state_template: Any, identity: dict,
       continue
     for reason in unusable:
       warn(f'checkpoint {reason} is unusable; resuming from {path}')
+    if meta.get(_LAYOUT) != _CONTROLLER_LAST:
+      flat = _controller_last(flat, state_template)
     _check(path, meta, identity, rounds, flat, tf.nest.flatten(state_template))
     return Checkpoint(meta['round'], tf.nest.pack_sequence_as(state_template, flat),
                       ClientStateStore.from_arrays(client_arrays), meta['history'])
@@ -135,6 +145,17 @@ def load(directory: str, state_template: Any, identity: dict,
     raise CheckpointError(f'no usable checkpoint in {directory}: {"; ".join(unusable)}; '
                           f'{_START_FRESH}')
   return None
+
+
+def _controller_last(flat: list, state_template: Any) -> list:
+  """A state saved before the ``controller`` slot, in today's order: the controller's
+  values then followed the hparams (``client_work``); now they come last."""
+  controller = getattr(state_template, 'controller', None)
+  moved = len(tf.nest.flatten(controller)) if controller else 0
+  if not moved:
+    return flat
+  end = len(tf.nest.flatten(state_template[:3]))  # Weights, distributor, hparams.
+  return flat[:end] + flat[end + moved:] + flat[end:end + moved]
 
 
 def _flatten(values: dict, prefix: str = '') -> dict:

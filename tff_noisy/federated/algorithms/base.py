@@ -37,7 +37,14 @@ class Setup:
   client_runtime: str = 'tff'  # fl.client_runtime: where the clients train (tff_noisy.runtime).
   clients_per_call: Optional[int] = None  # fl.clients_per_call (tf runtime).
 
-  def build_process(self, objective: ClientObjective) -> process_lib.FederatedProcess:
+  @property
+  def probes_in_process(self) -> bool:
+    """Whether a method's probes (``probe.build_probe``) run in this process: where its
+    clients train, unless that is TFF's worker."""
+    return self.client_runtime != 'tff'
+
+  def build_process(self, objective: ClientObjective,
+                    controller: Optional[dict] = None) -> process_lib.FederatedProcess:
     clients = runtime.build(
         self.client_runtime, model_fn=self.model_fn, client_optimizer=self.client_optimizer,
         local_epochs=self.local_epochs, weight_decay=self.weight_decay,
@@ -46,7 +53,7 @@ class Setup:
         self.model_fn, self.element_spec, self.client_optimizer, self.server_optimizer,
         objective=objective, model_aggregator=self.aggregator,
         local_epochs=self.local_epochs, weight_decay=self.weight_decay, faults=self.faults,
-        client_runtime=clients)
+        client_runtime=clients, controller=controller)
 
 
 class Method:
@@ -54,6 +61,10 @@ class Method:
 
   # Per-example dataset fields beyond x, y and index: {name: (numpy dtype, shape)}.
   extra_fields: dict = {}
+  # Server-only state the method's hooks read and write between rounds, {name: initial
+  # numpy value}: held in the server state's ``controller`` slot (checkpointed, never
+  # broadcast; ``process.get_controller``/``set_controller``).
+  controller: dict = {}
 
   def __init__(self, process: process_lib.FederatedProcess, params: methods.Params,
                setup: Setup):
@@ -79,7 +90,8 @@ class Method:
 
   @classmethod
   def build(cls, params: methods.Params, setup: Setup) -> 'Method':
-    return cls(setup.build_process(cls.objective(params, setup)), params, setup)
+    return cls(setup.build_process(cls.objective(params, setup), cls.controller), params,
+               setup)
 
   def prepare(self, data, store) -> dict:
     """Runs once before training (and again on resume); returns ``results.extra``."""
@@ -111,8 +123,9 @@ class Method:
   def after_round(self, round_num: int, state, metrics: dict):
     """The server's step after a round's metrics: ``(state, diagnostics)``.
 
-    A monitor (FedEFC's prestopping) decides a later phase here and keeps the decision,
-    and its own counters, in the state's hparams, so a checkpoint keeps them.
+    A monitor (FedEFC's prestopping) decides a later phase here and keeps the decision
+    in the state's hparams (the clients read it) and its own counters in the state's
+    controller (only the server reads them); a checkpoint keeps both.
     """
     del round_num, metrics
     return state, {}

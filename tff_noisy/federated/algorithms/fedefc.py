@@ -10,8 +10,9 @@ prestopping point T_e and every later round trains with the forward-corrected lo
 each client's own Q^k (``objectives/forward_correction.py``). Nothing stops or rolls back.
 
 ``forward_correction`` is the same with Patrini's anchor estimate (the baseline). The
-phase and the monitor's counters live in the process state's hparams, so a checkpoint
-keeps them and a resumed run switches exactly where the uninterrupted one does.
+phase lives in the process state's hparams (broadcast: the clients read it), the
+monitor's counters in its controller slot (server-only); a checkpoint keeps both, so a
+resumed run switches exactly where the uninterrupted one does.
 
 Diagnostics, in each round's record: ``prestop`` (the signal, best, counter, rule and T_e
 once it has fired). With ``report_matrix_error``, in the first corrected round a probe
@@ -19,6 +20,8 @@ re-estimates the round's clients' matrices with both estimators (column-normalis
 the same global model and data as their prologues) and the driver reports their L1 and
 cosine errors against the true per-client matrices, which never reach the method.
 """
+
+import collections
 
 import numpy as np
 import tensorflow as tf
@@ -49,6 +52,11 @@ def _matrix_estimates(objective: forward_correction.ForwardCorrectionObjective):
 class FedEFC(base.Method):
   """Prestopping on the clients' noisy-label accuracy, then count-based forward correction."""
 
+  # The server's prestopping monitor (ops.prestop.Monitor), as its initial values.
+  controller = collections.OrderedDict(
+      monitor_best=np.float32(0.0), monitor_previous=np.float32(0.0),
+      monitor_count=np.int32(0), switch_round=np.int32(-1))
+
   @classmethod
   def objective(cls, params, setup):
     return forward_correction.ForwardCorrectionObjective(
@@ -60,14 +68,15 @@ class FedEFC(base.Method):
     self.matrix_probe = None
     if params.report_matrix_error:
       self.matrix_probe = probe.build_probe(setup.model_fn, setup.element_spec,
-                                            _matrix_estimates(process.objective))
+                                            _matrix_estimates(process.objective),
+                                            in_process=setup.probes_in_process)
 
   def _monitor(self, state) -> prestop.Monitor:
-    hparams = self.process.get_hparams(state)
-    return prestop.Monitor(best=float(hparams['monitor_best']),
-                           previous=float(hparams['monitor_previous']),
-                           count=int(hparams['monitor_count']),
-                           switch_round=int(hparams['switch_round']))
+    monitor = self.process.get_controller(state)
+    return prestop.Monitor(best=float(monitor['monitor_best']),
+                           previous=float(monitor['monitor_previous']),
+                           count=int(monitor['monitor_count']),
+                           switch_round=int(monitor['switch_round']))
 
   def before_round(self, round_num, state, datasets_fn, store):
     switch_round = self._monitor(state).switch_round
@@ -89,10 +98,10 @@ class FedEFC(base.Method):
     before = self._monitor(state)
     after = prestop.step(before, signal, round_num, t_mon=params.t_mon, gamma=params.gamma,
                          rule=params.rule)
-    state = self.process.set_hparams(state, {
-        'corrected': int(after.switched), 'monitor_best': after.best,
-        'monitor_previous': after.previous, 'monitor_count': after.count,
-        'switch_round': after.switch_round})
+    state = self.process.set_hparams(state, {'corrected': int(after.switched)})
+    state = self.process.set_controller(state, {
+        'monitor_best': after.best, 'monitor_previous': after.previous,
+        'monitor_count': after.count, 'switch_round': after.switch_round})
     return state, {'prestop': {
         'corrected': int(before.switched),  # The phase this round trained in.
         'signal': signal, 'signal_kind': params.signal, 'rule': params.rule,

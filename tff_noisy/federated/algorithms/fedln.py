@@ -134,7 +134,8 @@ class FedLN(base.Method):
     else:
       self.estimation = probe.build_probe(
           setup.model_fn, setup.element_spec,
-          _before_and_after_training(setup, process.objective))
+          _before_and_after_training(setup, process.objective),
+          in_process=setup.probes_in_process)
 
   def prepare(self, data, store) -> dict:
     if not self.nnc:

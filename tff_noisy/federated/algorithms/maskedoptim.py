@@ -67,7 +67,8 @@ class MaskedOptim(base.Method):
   def __init__(self, process, params, setup):
     super().__init__(process, params, setup)
     self.detection_probe = probe.build_probe(setup.model_fn, setup.element_spec,
-                                             class_loss_statistic(setup.num_classes))
+                                             class_loss_statistic(setup.num_classes),
+                                             in_process=setup.probes_in_process)
     self._clients = {}  # client id -> (inputs, observed labels), set by prepare.
 
   @property

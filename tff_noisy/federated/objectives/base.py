@@ -25,6 +25,12 @@ a warm-up flag), held in the process state so that a checkpoint keeps them.
 (FedEFC's accuracy of the received model on the client's own labels); each round reports
 their unweighted mean over the clients whose update was finite.
 
+On a device (``tflite_export.training``), an objective whose ``device_unsupported_reason``
+is empty trains with the same ``loss``; one with a prologue declares the context a device
+keeps (``device_context``, initial values) and computes it over the client's whole local
+set with ``device_prologue``; ``device_metrics`` reads its reported metrics off the
+prologue's outputs on the host.
+
 The default objective is cross-entropy (FedAvg), with a proximal strength for FedProx.
 """
 
@@ -47,6 +53,9 @@ class ClientObjective:
   # The loss of an example depends on that example alone (not on the rest of its batch),
   # so clients can be stacked with padded batches (``runtime.stacked``).
   per_example_loss: bool = True
+  # On a device: the context its prologue sets and its loss reads, {name: initial value}
+  # (reset when a round's weights are restored); empty: no device prologue.
+  device_context: Mapping[str, np.ndarray] = {}
 
   def __init__(self, proximal_strength: float = 0.0):
     if proximal_strength < 0:
@@ -83,3 +92,31 @@ class ClientObjective:
     """``(new state, update scale)`` after local training; default: unchanged, 1."""
     del predict, dataset, context, hparams
     return state, tf.constant(1.0)
+
+  def device_unsupported_reason(self) -> str:
+    """Why this objective's clients cannot train on a device ('' when they can)."""
+    if self.trainable_state:
+      return (f'it trains per-example client state {self.trainable_state!r} (per-sample '
+              'label logits updated by update_rows) beside the model')
+    if self.uses_features:
+      return ("its loss reads the model's penultimate features and per-example dataset "
+              "fields (LSC's K-similarity embeddings)")
+    own = lambda method: getattr(type(self), method) is not getattr(ClientObjective, method)  # pylint: disable=unnecessary-lambda-assignment
+    if own('epilogue') or (own('prologue') and not own('device_prologue')):
+      return 'no on-device prologue/epilogue for it'
+    return ''
+
+  def device_prologue(self, predict, x, y, hparams) -> dict:
+    """The prologue on a device over the client's whole local set (``x`` [N, ...], ``y``
+    [N]) with the received model (``predict(x)`` logits): every ``device_context`` entry
+    plus what ``device_metrics`` reads."""
+    raise NotImplementedError(f'{type(self).__name__} has no device prologue')
+
+  def device_metrics(self, outputs: Mapping[str, np.ndarray]) -> dict:
+    """``{name: float}`` for each of ``metric_names``, from the device prologue's
+    ``outputs`` (host side)."""
+    return {name: float(outputs[name]) for name in self.metric_names}
+
+  def describe(self) -> dict:
+    """What an exported model's sidecar records of the objective."""
+    return {'name': type(self).__name__, 'proximal_strength': self.proximal_strength}

@@ -34,12 +34,6 @@ from tff_noisy.ops import transition_tf
 ESTIMATORS = ('confident_joint', 'anchor')
 SIGNALS = ('global', 'training')
 
-# The server's prestopping monitor (ops.prestop.Monitor) rides in the process state's
-# hparams beside the phase, so a checkpoint keeps it; the clients only read ``corrected``.
-MONITOR_HPARAMS = collections.OrderedDict(
-    monitor_best=np.float32(0.0), monitor_previous=np.float32(0.0),
-    monitor_count=np.int32(0), switch_round=np.int32(-1))
-
 
 def inference_pass(predict, dataset, num_classes: int):
   """Inference-mode logits [N, C] and labels [N] of every example, in one pass."""
@@ -74,24 +68,32 @@ class ForwardCorrectionObjective(ClientObjective):
     self.anchor_percentile = float(anchor_percentile)
     self.prior_comp = bool(prior_comp)
     self.signal = signal
-    self.hparams = collections.OrderedDict(corrected=np.int32(0), **MONITOR_HPARAMS)
+    self.hparams = collections.OrderedDict(corrected=np.int32(0))
+    self.device_context = {'matrix': np.eye(self.num_classes, dtype=np.float32)}
     self.metric_names = (('received_accuracy',) if signal == 'global' else ()) + (
         'matrix_singular', 'matrix_clipped_columns')
 
+  def _estimated(self, probs, labels):
+    """``(Q^k as estimated, clipped columns)``: confident-joint counts (Eqs. 3-9) or anchors."""
+    if self.estimator == 'anchor':
+      return (transition_tf.anchor_transition_matrix(probs, self.anchor_percentile),
+              tf.constant(0.0))
+    counts = transition_tf.confident_joint(probs, labels, self.num_classes)
+    clipped = tf.reduce_sum(tf.cast(tf.linalg.diag_part(counts) < 1.0, tf.float32))
+    return transition_tf.normalise_counts(counts, self.normalise), clipped
+
+  def _applied(self, estimated, labels):
+    """The matrix the loss applies: the estimate, prior-compensated with ``prior_comp``."""
+    if not self.prior_comp:
+      return estimated
+    return transition_tf.compensate_prior(
+        estimated, transition_tf.class_prior(labels, self.num_classes))
+
   def estimate(self, probs, labels):
     """``(matrix the loss applies, clipped columns, singular)`` from one client's pass."""
-    if self.estimator == 'anchor':
-      matrix = transition_tf.anchor_transition_matrix(probs, self.anchor_percentile)
-      clipped = tf.constant(0.0)
-    else:
-      counts = transition_tf.confident_joint(probs, labels, self.num_classes)
-      clipped = tf.reduce_sum(tf.cast(tf.linalg.diag_part(counts) < 1.0, tf.float32))
-      matrix = transition_tf.normalise_counts(counts, self.normalise)
-    singular = tf.cast(transition_tf.is_singular(matrix), tf.float32)
-    if self.prior_comp:
-      matrix = transition_tf.compensate_prior(
-          matrix, transition_tf.class_prior(labels, self.num_classes))
-    return matrix, clipped, singular
+    estimated, clipped = self._estimated(probs, labels)
+    singular = tf.cast(transition_tf.is_singular(estimated), tf.float32)
+    return self._applied(estimated, labels), clipped, singular
 
   def prologue(self, predict, dataset, state, hparams):
     corrected = tf.equal(hparams['corrected'], 1)
@@ -114,6 +116,35 @@ class ForwardCorrectionObjective(ClientObjective):
     if self.signal == 'global':
       context['received_accuracy'] = accuracy
     return context
+
+  def device_prologue(self, predict, x, y, hparams):
+    """The prologue over the whole local set at once; the singular flag is left to the
+    host (``device_metrics``: its SVD is no TFLite op), which gets the matrix as
+    estimated (``estimated``, before prior compensation) to test it."""
+    logits = predict(x)
+    labels = tf.cast(y, tf.int64)
+    hits = tf.cast(tf.equal(tf.argmax(logits, axis=1), labels), tf.float32)
+    accuracy = tf.reduce_sum(hits) / tf.maximum(tf.cast(tf.size(hits), tf.float32), 1.0)
+
+    def estimate():
+      estimated, clipped = self._estimated(tf.nn.softmax(logits), labels)
+      return estimated, self._applied(estimated, labels), clipped
+
+    identity = tf.eye(self.num_classes)
+    estimated, matrix, clipped = tf.cond(tf.equal(hparams['corrected'], 1), estimate,
+                                         lambda: (identity, identity, tf.constant(0.0)))
+    return {'matrix': matrix, 'estimated': estimated, 'received_accuracy': accuracy,
+            'matrix_clipped_columns': clipped}
+
+  def device_metrics(self, outputs):
+    values = {'received_accuracy': float(outputs['received_accuracy']),
+              'matrix_clipped_columns': float(outputs['matrix_clipped_columns']),
+              'matrix_singular': float(transition.is_singular(outputs['estimated']))}
+    return {name: values[name] for name in self.metric_names}
+
+  def describe(self):
+    return dict(super().describe(), estimator=self.estimator, normalise=self.normalise,
+                prior_comp=self.prior_comp, anchor_percentile=self.anchor_percentile)
 
   def loss(self, batch, logits, features, context, hparams, rows):
     del features, rows
