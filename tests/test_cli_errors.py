@@ -48,6 +48,8 @@ def test_numbers_in_exponent_form_are_numbers(tmp_path, text, value):
     ('fl.rounds=2.5', 'fl.rounds: expected an integer, got 2.5'),
     ('fl.rounds=1e-3', 'fl.rounds: expected an integer, got 0.001'),
     ('seed=-1', 'seed: must be an integer in [0, 2**32 - 1], got -1'),
+    ('fl.rounds=1000000000', 'fl.rounds: must be in [1, 100,000] (the papers run up to '
+     "1,000; every round stays in the run's history and checkpoints), got 1,000,000,000"),
     ('fl.x=[1,', "--set fl.x=[1,: invalid YAML: while parsing a flow node: expected the "
                  "node content, but found '<stream end>' (line 1, column 4)"),
 ])

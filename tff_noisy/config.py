@@ -160,6 +160,9 @@ class ExperimentConfig:
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
+# fl.rounds at most: 100x the longest paper protocol (1,000 rounds); more is a typo.
+MAX_ROUNDS = 100_000
+
 # Fields added after data was cached and checkpoints were written, with their defaults:
 # at the default they are left out of the data's cache key and of checkpoint identities,
 # so those stay valid.
@@ -297,7 +300,9 @@ def validate(config: ExperimentConfig) -> None:
   if config.model.width is not None:
     _require(config.model.width >= 1, 'model.width', f'must be >= 1, got {config.model.width}')
   fl = config.fl
-  _require(fl.rounds >= 1, 'fl.rounds', f'must be >= 1, got {fl.rounds}')
+  _require(1 <= fl.rounds <= MAX_ROUNDS, 'fl.rounds',
+           f'must be in [1, {MAX_ROUNDS:,}] (the papers run up to 1,000; every round '
+           f'stays in the run\'s history and checkpoints), got {fl.rounds:,}')
   _require(0.0 < fl.participation <= 1.0, 'fl.participation',
            f'must be in (0, 1], got {fl.participation}')
   if fl.clients_per_round is not None:

@@ -16,6 +16,11 @@ class ConfigError(UserError, ValueError):
   """A configuration value is missing, unknown or outside what is allowed."""
 
 
+class OutputError(UserError):
+  """A run's output (results, weights, a checkpoint) could not be written (disk full, no
+  permission); the message names the file and what is still intact."""
+
+
 def warn(message: str) -> None:
   """Prints ``tff-noisy: warning: <message>`` on stderr."""
   print(f'{PROG}: warning: {message}', file=sys.stderr)

@@ -1,5 +1,6 @@
 """Checkpoints: round trip, identity, run length, corruption fallback, retention."""
 import collections
+import errno
 import json
 import os
 
@@ -7,6 +8,7 @@ import numpy as np
 import pytest
 
 from tff_noisy import config as config_lib
+from tff_noisy.errors import OutputError
 from tff_noisy.federated import process as process_lib
 from tff_noisy.simulation import checkpoint
 from tff_noisy.simulation.client_state import ClientStateStore
@@ -207,3 +209,20 @@ def test_controller_round_trip_and_a_checkpoint_from_before_the_slot(tmp_path):
   loaded = checkpoint.load(str(directory), _server_state(0), _identity(), 10).state
   assert float(loaded.finalizer[0]) == 7.5 and int(loaded.client_work['corrected']) == 7
   assert float(loaded.controller['best']) == 7.25 and int(loaded.controller['count']) == 9
+
+
+def test_a_full_disk_while_checkpointing_is_one_error_naming_the_intact_checkpoint(
+    tmp_path, monkeypatch):
+  directory = tmp_path / 'ckpt'
+  _save(directory, 2)
+
+  def no_space(fd):
+    raise OSError(errno.ENOSPC, 'No space left on device')
+
+  monkeypatch.setattr(os, 'fsync', no_space)
+  with pytest.raises(OutputError, match='checkpoint of round 4 .*No space left on device; '
+                     'the checkpoint of round 2 is intact: .*--resume'):
+    _save(directory, 4)
+  monkeypatch.undo()
+  assert sorted(p.name for p in directory.iterdir()) == ['round_00002']
+  assert _load(directory).round_num == 2

@@ -94,3 +94,15 @@ def test_lock_is_released_when_the_run_fails(tmp_path):
   assert not (tmp_path / run_dir.LOCK_FILE).exists()
   with run_dir.claim(str(tmp_path)):
     pass
+
+
+def test_a_run_that_fails_before_writing_leaves_no_out_it_created(tmp_path):
+  (tmp_path / 'existing').mkdir()
+  for out, kept in ((tmp_path / 'new', False), (tmp_path / 'wrote', True),
+                    (tmp_path / 'existing', True)):  # Existed before: kept, even empty.
+    with pytest.raises(ValueError):
+      with run_dir.claim(str(out)):
+        if out.name == 'wrote':
+          (out / 'tb').mkdir()
+        raise ValueError('early failure')
+    assert out.exists() == kept

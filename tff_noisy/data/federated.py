@@ -13,11 +13,12 @@ import dataclasses
 import hashlib
 import json
 import os
-from typing import Callable, Optional
+from typing import Optional
 import zipfile
 
 import numpy as np
 
+from tff_noisy import files
 from tff_noisy.config import ConfigError, ExperimentConfig
 from tff_noisy.data import noise as noise_lib
 from tff_noisy.data import partition as partition_lib
@@ -147,9 +148,9 @@ def build_federated_data(config: ExperimentConfig) -> FederatedData:
     arrays = _build_arrays(config)
     try:
       os.makedirs(directory, exist_ok=True)
-      _write_atomically(os.path.join(directory, CACHE_FILE), lambda f: np.savez(f, **arrays))
-      _write_atomically(os.path.join(directory, CHECKSUM_FILE),
-                        lambda f: f.write(_digest(arrays).encode()))
+      files.write_atomically(os.path.join(directory, CACHE_FILE), files.npz_bytes(**arrays))
+      files.write_atomically(os.path.join(directory, CHECKSUM_FILE),
+                             _digest(arrays).encode())
     except OSError as e:
       raise _cache_error(config, e.strerror) from None
   return _from_arrays(arrays)
@@ -184,18 +185,6 @@ def _digest(arrays: dict) -> str:
     digest.update(json.dumps([key, array.dtype.str, array.shape]).encode())
     digest.update(np.ascontiguousarray(array).reshape(-1).view(np.uint8))
   return digest.hexdigest()
-
-
-def _write_atomically(path: str, write: Callable) -> None:
-  """Calls ``write(file)`` on a file private to this process, then renames it to ``path``."""
-  partial = f'{path}.{os.getpid()}.partial'
-  try:
-    with open(partial, 'wb') as f:
-      write(f)
-    os.replace(partial, path)
-  finally:
-    if os.path.exists(partial):
-      os.remove(partial)
 
 
 def _check_writable(config: ExperimentConfig, directory: str) -> None:

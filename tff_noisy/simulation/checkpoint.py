@@ -26,8 +26,9 @@ import numpy as np
 import tensorflow as tf
 
 from tff_noisy import config as config_lib
+from tff_noisy import files
 from tff_noisy.config import ExperimentConfig
-from tff_noisy.errors import UserError, warn
+from tff_noisy.errors import OutputError, UserError, warn
 from tff_noisy.simulation.client_state import ClientStateStore
 
 _STATE = 'state.npz'
@@ -102,8 +103,14 @@ def save(directory: str, round_num: int, state: Any, store: ClientStateStore,
       os.fsync(f.fileno())
     shutil.rmtree(final, ignore_errors=True)  # A stale checkpoint of this round.
     os.replace(tmp, final)
-  except BaseException:
+  except BaseException as e:
     shutil.rmtree(tmp, ignore_errors=True)
+    if isinstance(e, OSError):
+      earlier = [r for r, _ in _checkpoints(directory) if r < round_num]
+      kept = (f'the checkpoint of round {earlier[0]} is intact: make room, then continue '
+              'with --resume' if earlier else 'no earlier checkpoint exists')
+      raise OutputError(f'could not write the checkpoint of round {round_num} in '
+                        f'{directory}: {e.strerror or e}; {kept}') from None
     raise
   older = [r for r, _ in _checkpoints(directory) if r < round_num]
   keep = {round_num, *older[:_KEEP - 1]}
@@ -236,7 +243,7 @@ def _read(path: str) -> tuple:
 
 def _write_npz(path: str, arrays: dict) -> None:
   with open(path, 'wb') as f:
-    np.savez(f, **arrays)
+    f.write(files.npz_bytes(**arrays))  # Built in memory: a full disk fails this write.
     f.flush()
     os.fsync(f.fileno())
 

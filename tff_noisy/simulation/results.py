@@ -31,12 +31,16 @@ the file is strict JSON.
 """
 
 import csv
+import io
 import dataclasses
 import json
 import os
 from typing import Any, Dict, List, Optional
 
 import numpy as np
+
+from tff_noisy import files
+from tff_noisy.errors import OutputError
 
 RESULTS_FILE = 'results.json'
 METRICS_FILE = 'metrics.csv'
@@ -80,15 +84,26 @@ class Results:
     return values
 
 
+def _write(path: str, content: bytes) -> None:
+  """``files.write_atomically``; a failure (a full disk) is an ``OutputError`` naming the
+  file, and any previous file at ``path`` is as it was."""
+  try:
+    files.write_atomically(path, content)
+  except OSError as e:
+    raise OutputError(f'could not write {path}: {e.strerror or e}; the run\'s checkpoints '
+                      'are intact: make room, then finish it with --resume') from None
+
+
 def write(out_dir: str, results: Results) -> None:
-  """Writes results.json and metrics.csv into ``out_dir``."""
+  """Writes results.json and metrics.csv into ``out_dir``, each atomically."""
   os.makedirs(out_dir, exist_ok=True)
-  with open(os.path.join(out_dir, RESULTS_FILE), 'w') as f:
-    json.dump(_finite_or_none(results.to_dict()), f, indent=1, allow_nan=False)
-  with open(os.path.join(out_dir, METRICS_FILE), 'w', newline='') as f:
-    writer = csv.DictWriter(f, fieldnames=_CSV_FIELDS, extrasaction='ignore')
-    writer.writeheader()
-    writer.writerows(results.rounds)
+  text = json.dumps(_finite_or_none(results.to_dict()), indent=1, allow_nan=False)
+  rows = io.StringIO(newline='')
+  writer = csv.DictWriter(rows, fieldnames=_CSV_FIELDS, extrasaction='ignore')
+  writer.writeheader()
+  writer.writerows(results.rounds)
+  _write(os.path.join(out_dir, METRICS_FILE), rows.getvalue().encode())
+  _write(os.path.join(out_dir, RESULTS_FILE), text.encode())
 
 
 def _finite_or_none(value):
@@ -112,7 +127,7 @@ def load(out_dir: str) -> Dict[str, Any]:
 
 def save_final_weights(out_dir: str, weights: List[np.ndarray]) -> None:
   """Saves the global model's Keras weights (``model.get_weights()`` order)."""
-  np.savez(os.path.join(out_dir, WEIGHTS_FILE), *weights)
+  _write(os.path.join(out_dir, WEIGHTS_FILE), files.npz_bytes(*weights))
 
 
 def load_final_weights(out_dir: str) -> List[np.ndarray]:

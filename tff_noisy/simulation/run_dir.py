@@ -5,7 +5,8 @@
 ``--overwrite``, removes the earlier run's outputs. The lock is an ``flock`` on
 ``OUT/.tff-noisy.lock``, which names its holder (PID, host, start time, command): the
 kernel drops it when the holder dies, even by SIGKILL, so a lock left by a dead run is
-taken over with a warning and a live one refuses with its holder's name.
+taken over with a warning and a live one refuses with its holder's name. An OUT that the
+claim created is removed again if the run fails before writing anything into it.
 """
 
 import contextlib
@@ -52,6 +53,7 @@ def claim(out_dir: str, *, resume: bool = False, overwrite: bool = False):
       message names it); or ``out_dir`` cannot be created.
   """
   check(out_dir, resume=resume, overwrite=overwrite)
+  created = not os.path.exists(out_dir)
   try:
     os.makedirs(out_dir, exist_ok=True)
   except OSError as e:
@@ -67,10 +69,18 @@ def claim(out_dir: str, *, resume: bool = False, overwrite: bool = False):
         elif os.path.lexists(target):
           os.remove(target)
     yield
+  except BaseException:
+    failed = True
+    raise
+  else:
+    failed = False
   finally:
     with contextlib.suppress(FileNotFoundError):
       os.remove(path)  # While still locked: a process that opened it retries (_lock).
     os.close(fd)
+    if created and failed:  # A run that failed before writing anything leaves no --out.
+      with contextlib.suppress(OSError):
+        os.rmdir(out_dir)  # Only if empty.
 
 
 def _lock(path: str, out_dir: str) -> int:

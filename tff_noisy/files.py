@@ -1,0 +1,37 @@
+"""Files written whole or not at all: what a crash or a full disk must not cut in half.
+
+Importable from anywhere (NumPy only): the data cache, checkpoints and a run's results
+all write through ``write_atomically``.
+"""
+
+import io
+import os
+import tempfile
+
+import numpy as np
+
+
+def npz_bytes(*args, **kwargs) -> bytes:
+  """``np.savez(file, *args, **kwargs)``'s bytes, built in memory: a full disk then fails
+  a plain write, not a zip file half through."""
+  content = io.BytesIO()
+  np.savez(content, *args, **kwargs)
+  return content.getvalue()
+
+
+def write_atomically(path: str, content: bytes) -> None:
+  """Writes ``content`` to a file private to this call beside ``path``, flushes it to
+  disk and renames it to ``path``: readers see the old file or the whole new one. On an
+  ``OSError`` (disk full, no permission) the private file is removed and the error
+  raised; ``path`` is as it was."""
+  fd, partial = tempfile.mkstemp(prefix=f'.{os.path.basename(path)}.',
+                                 dir=os.path.dirname(path) or '.')
+  try:
+    with os.fdopen(fd, 'wb') as f:
+      f.write(content)
+      f.flush()
+      os.fsync(f.fileno())
+    os.replace(partial, path)
+  finally:
+    if os.path.exists(partial):
+      os.remove(partial)
