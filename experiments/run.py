@@ -353,18 +353,32 @@ def _parser() -> argparse.ArgumentParser:
   return parser
 
 
+class _Terminated(KeyboardInterrupt):
+  """SIGTERM, raised in the main thread like Ctrl-C's KeyboardInterrupt."""
+
+
+def _terminate(*_):
+  raise _Terminated
+
+
 def main(argv=None) -> None:
-  """Runs a command; bad input exits 2 and Ctrl-C 130, each with one error line."""
+  """Runs a command; bad input exits 2, Ctrl-C 130 and SIGTERM 143, each with one error
+  line."""
   args = _parser().parse_args(argv)
   _quiet_libraries(getattr(args, 'verbose', False))
-  # SIGTERM exits through Python so that TFF's worker is stopped at exit.
-  signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+  # SIGTERM unwinds through Python like Ctrl-C: the run directory's lock is released and
+  # TFF's worker stopped at exit. Python runs the handler once the running TensorFlow or
+  # TFF call returns: between clients on the tf runtime, after the round's computation on
+  # tff.
+  signal.signal(signal.SIGTERM, _terminate)
+  hint = '; continue with --resume' if hasattr(args, 'resume') else ''
   try:
     if getattr(args, 'workers', None) is not None:
       args.workers = workers.parse_workers(args.workers)  # Before any work.
     args.func(args)
+  except _Terminated:
+    _exit(143, f'terminated (SIGTERM){hint}')
   except KeyboardInterrupt:
-    hint = '; continue with --resume' if hasattr(args, 'resume') else ''
     _exit(130, f'interrupted{hint}')
   except (errors.UserError, sources.DatasetError, FileNotFoundError) as e:
     _exit(2, e)
