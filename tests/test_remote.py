@@ -316,8 +316,11 @@ def test_a_worker_dying_mid_run_stops_resumably(tmp_path, reference_cache, two_w
   assert saved == ['round_00001']  # Every completed round, though checkpoint_every is 10.
   two_workers.restart(0)
   driver.run_experiment(_config(), out, resume=True, progress=False,
-                        workers=two_workers.addresses)
+                        workers=two_workers.addresses[1:])
   _assert_same_run(out, reference_cache)
+  parts = results_lib.load(out)['runtime_parts']  # Each part's own workers.
+  assert [(p['rounds'], p['workers']) for p in parts] == [
+      ([1, 1], two_workers.addresses), ([2, _config().fl.rounds], two_workers.addresses[1:])]
 
 
 @pytest.mark.slow

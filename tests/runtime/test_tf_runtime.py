@@ -221,6 +221,9 @@ def test_kill_and_resume_equals_the_uninterrupted_run(tmp_path, killed_after_rou
   keys = ('clients', 'train_loss', 'test_accuracy', 'test_macro_f1')
   assert [{k: r[k] for k in keys} for r in resumed.rounds] == [
       {k: r[k] for k in keys} for r in reference.rounds]
+  assert [part['rounds'] for part in resumed.runtime_parts] == [[1, 4], [5, 6]]
+  assert all(part['client_runtime'] == 'tf' for part in resumed.runtime_parts)
+  assert reference.runtime_parts == [dict(rounds=[1, 6], **reference.runtime)]
 
 
 def test_a_group_that_does_not_fit_is_halved_and_reported(monkeypatch):

@@ -47,7 +47,8 @@ def test_round_trip_keeps_the_last_two_checkpoints(tmp_path):
   _save(directory, 2)
   _save(directory, 4)
   checkpoint.save(str(directory), 6, _state(6), store, [{'round': 6}], _identity())
-  round_num, state, loaded, history = _load(directory)
+  round_num, state, loaded, history, parts = _load(directory)
+  assert parts == []
   assert round_num == 6 and history == [{'round': 6}]
   np.testing.assert_array_equal(state['weights'][0], _state(6)['weights'][0])
   assert int(state['optimizer']['step']) == 6

@@ -59,6 +59,9 @@ class Checkpoint(NamedTuple):
   state: Any
   store: ClientStateStore
   history: list
+  # Where each part of the run so far ran (results.json ``runtime_parts``); [] for
+  # checkpoints written before parts were kept.
+  runtime_parts: list = []
 
 
 class _Unusable(Exception):
@@ -80,8 +83,10 @@ def identity_of(config: ExperimentConfig, weight_shapes) -> dict:
 
 
 def save(directory: str, round_num: int, state: Any, store: ClientStateStore,
-         history: list, identity: dict) -> None:
+         history: list, identity: dict, runtime_parts: Optional[list] = None) -> None:
   """Writes ``directory/round_NNNNN``; keeps it and the newest checkpoint before it.
+
+  ``runtime_parts``: where each part of the run (a start, then each ``--resume``) ran.
 
   Checkpoints of later rounds (left behind when :func:`load` fell back past a corrupt
   one) are removed. A crash at any moment leaves the previous checkpoints intact.
@@ -95,7 +100,7 @@ def save(directory: str, round_num: int, state: Any, store: ClientStateStore,
                {f'{i:05d}': np.asarray(v) for i, v in enumerate(flat)})
     _write_npz(os.path.join(tmp, _CLIENTS), store.to_arrays())
     meta = {'round': round_num, 'history': history, 'identity': identity,
-            _LAYOUT: _CONTROLLER_LAST,
+            _LAYOUT: _CONTROLLER_LAST, 'runtime_parts': runtime_parts or [],
             'sha256': {name: _sha256(os.path.join(tmp, name)) for name in (_STATE, _CLIENTS)}}
     with open(os.path.join(tmp, _META), 'w') as f:
       json.dump(meta, f)
@@ -147,7 +152,8 @@ def load(directory: str, state_template: Any, identity: dict,
       flat = _controller_last(flat, state_template)
     _check(path, meta, identity, rounds, flat, tf.nest.flatten(state_template))
     return Checkpoint(meta['round'], tf.nest.pack_sequence_as(state_template, flat),
-                      ClientStateStore.from_arrays(client_arrays), meta['history'])
+                      ClientStateStore.from_arrays(client_arrays), meta['history'],
+                      meta.get('runtime_parts', []))
   if unusable:
     raise CheckpointError(f'no usable checkpoint in {directory}: {"; ".join(unusable)}; '
                           f'{_START_FRESH}')

@@ -187,6 +187,14 @@ def _element_spec(data, fields: dict, batch_size: int):
                         extras).element_spec
 
 
+def _runtime_parts(earlier: list, runtime: dict, first: int, last: int) -> list:
+  """``earlier`` parts of a run plus this process's: rounds ``first``..``last`` on
+  ``runtime`` (results.json ``runtime_parts``)."""
+  if first > last:  # Resumed after its last round: nothing ran here.
+    return list(earlier)
+  return list(earlier) + [dict(rounds=[first, last], **runtime)]
+
+
 def build_method(config: ExperimentConfig, data,
                  choices: Optional[validation.Choices] = None) -> algorithms.Method:
   """The config's method, built on what the config fixes for every method (``Setup``)."""
@@ -281,12 +289,13 @@ def _run_experiment(config: ExperimentConfig, out_dir: str, resume: bool,
   store = ClientStateStore()
   history = []
   start = 1
+  earlier_parts = []  # Where the rounds before this process's ran (resumed runs).
   ckpt_dir = os.path.join(out_dir, 'checkpoints')
   identity = checkpoint.identity_of(config, [w.shape for w in eval_model.get_weights()])
   if resume:
     loaded = checkpoint.load(ckpt_dir, state, identity, fl.rounds)
     if loaded is not None:
-      done, state, store, history = loaded
+      done, state, store, history, earlier_parts = loaded
       start = done + 1
   extra = method.prepare(data, store)  # Deterministic: a resumed run redoes it identically.
   extra.update(_label_correction_report(data, store))
@@ -375,7 +384,8 @@ def _run_experiment(config: ExperimentConfig, out_dir: str, resume: bool,
           tf.summary.scalar(key, record[key])
     if (round_num % fl.checkpoint_every == 0 or round_num == fl.rounds
         or runtime.get('workers')):
-      checkpoint.save(ckpt_dir, round_num, state, store, history, identity)
+      checkpoint.save(ckpt_dir, round_num, state, store, history, identity,
+                      _runtime_parts(earlier_parts, runtime, start, round_num))
     bar.set_postfix(acc=record.get('test_accuracy', float('nan')),
                     s_per_round=round(record['seconds'], 2))
     bar.update(1)
@@ -393,6 +403,7 @@ def _run_experiment(config: ExperimentConfig, out_dir: str, resume: bool,
       config=config.to_dict(), data_hash=config.data_hash(), method=config.method.name,
       params=dataclasses.asdict(choices.method_params), rounds=history,
       client_noise_rates={cid: float(r) for cid, r in zip(ids, data.noise_rates)},
-      extra=extra, device=device, runtime=runtime, byzantine_clients=byzantine)
+      extra=extra, device=device, runtime=runtime, byzantine_clients=byzantine,
+      runtime_parts=_runtime_parts(earlier_parts, runtime, start, fl.rounds))
   results_lib.write(out_dir, results)
   return results

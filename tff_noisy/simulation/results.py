@@ -23,7 +23,10 @@
                    tff_worker (where TFF's worker runs: cpu in TFF 0.87)
   runtime          where the clients trained and were aggregated (tff_noisy.runtime:
                    client_runtime, clients_trained_on, path and why, aggregated_in), and
-                   workers: [host:port, ...] for a run with --workers
+                   workers: [host:port, ...] for a run with --workers: those of the
+                   last part of a resumed run
+  runtime_parts    each part of the run (its start, then every --resume that trained):
+                   rounds [first, last] and that part's runtime record
   byzantine_clients  the clients faults.byzantine made Byzantine (simulation truth,
                    reporting only; empty without faults and in files written before)
 Undefined values (NaN, e.g. a correlation of constant estimates) are written as null, so
@@ -62,6 +65,7 @@ class Results:
   device: Dict[str, Any] = dataclasses.field(default_factory=dict)
   runtime: Dict[str, Any] = dataclasses.field(default_factory=dict)
   byzantine_clients: List[str] = dataclasses.field(default_factory=list)
+  runtime_parts: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
 
   @property
   def evaluated(self) -> List[Dict[str, Any]]:
