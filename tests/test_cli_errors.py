@@ -1,9 +1,11 @@
 """Bad input ends in one `tff-noisy: error:` line (exit 2), Ctrl-C in one line (exit 130)."""
+import json
 import os
 import subprocess
 import sys
 import types
 
+import numpy as np
 import pytest
 
 from experiments import run as cli
@@ -175,3 +177,22 @@ def test_a_method_that_cannot_train_on_devices_fails_before_tensorflow(tmp_path,
   assert done.stderr == (
       f"tff-noisy: error: fl.client_runtime: tflite, but method '{name}' cannot train on "
       f'devices: {methods.METHODS[name].off_device}; {methods.device_support()}\n')
+
+
+def test_evaluate_names_a_cut_off_results_file_and_weights_of_another_model(
+    capsys, tmp_path, monkeypatch):
+  monkeypatch.setenv('TFF_NOISY_CACHE', str(tmp_path / 'cache'))
+  run = tmp_path / 'run'
+  run.mkdir()
+  text = json.dumps({'config': config_lib.load(_DEMO).to_dict(), 'rounds': []})
+  (run / 'results.json').write_text(text[:len(text) // 2])
+  np.savez(run / 'final_weights.npz', np.ones((3, 3)), np.ones(3))
+  message = _fails(capsys, ['evaluate', str(run)])
+  assert message.startswith(f'{run / "results.json"} cannot be read (')
+  assert message.endswith(f'not a whole results file; write it again with `tff-noisy run '
+                          f'CONFIG --out {run} --resume`')
+  (run / 'results.json').write_text(text)
+  assert _fails(capsys, ['evaluate', str(run)]) == (
+      f"{run / 'final_weights.npz'} holds 2 arrays that do not fit the run's model (mlp: 4 "
+      f'weight arrays); it belongs to another run: write it again with `tff-noisy run CONFIG '
+      f'--out {run} --resume`')

@@ -227,7 +227,8 @@ def load_finished_run(run_dir: str) -> FinishedRun:
 
   Raises:
     FileNotFoundError: ``run_dir`` has no results.json or final_weights.npz.
-    UserError: final_weights.npz cannot be read.
+    UserError: results.json or final_weights.npz cannot be read, or the weights do not
+      fit the run's model (the message names the file).
   """
   results = results_lib.load(run_dir)
   try:
@@ -239,6 +240,13 @@ def load_finished_run(run_dir: str) -> FinishedRun:
   config = config_lib.from_dict(results['config'])
   data = federated_data.build_federated_data(config)
   model = make_model_fn(config, data.input_shape, data.num_classes)()
+  expected = [tuple(w.shape) for w in model.get_weights()]
+  if [tuple(w.shape) for w in weights] != expected:
+    raise UserError(f'{os.path.join(run_dir, results_lib.WEIGHTS_FILE)} holds '
+                    f'{len(weights)} arrays that do not fit the run\'s model '
+                    f'({config.model.name}: {len(expected)} weight arrays); it belongs to '
+                    f'another run: write it again with `tff-noisy run CONFIG --out {run_dir} '
+                    '--resume`')
   model.set_weights(weights)
   return FinishedRun(results, config, data, model)
 

@@ -43,7 +43,7 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 
 from tff_noisy import files
-from tff_noisy.errors import OutputError
+from tff_noisy.errors import OutputError, UserError
 
 RESULTS_FILE = 'results.json'
 METRICS_FILE = 'metrics.csv'
@@ -122,11 +122,20 @@ def _finite_or_none(value):
 
 
 def load(out_dir: str) -> Dict[str, Any]:
+  """A finished run's results.json; FileNotFoundError without one, UserError naming the
+  file when it is not a whole results file (cut off, not JSON)."""
   path = os.path.join(out_dir, RESULTS_FILE)
   if not os.path.exists(path):
     raise FileNotFoundError(f'{out_dir} has no {RESULTS_FILE}: not a finished tff-noisy run')
-  with open(path) as f:
-    return json.load(f)
+  try:
+    with open(path, 'rb') as f:
+      results = json.loads(f.read())
+  except (ValueError, UnicodeDecodeError) as e:  # JSONDecodeError is a ValueError.
+    raise UserError(f'{path} cannot be read ({e}): not a whole results file; write it again '
+                    f'with `tff-noisy run CONFIG --out {out_dir} --resume`') from None
+  if not isinstance(results, dict) or 'config' not in results:
+    raise UserError(f'{path} is not a tff-noisy results file (no config)')
+  return results
 
 
 def save_final_weights(out_dir: str, weights: List[np.ndarray]) -> None:
