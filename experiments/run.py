@@ -337,7 +337,8 @@ def _parser() -> argparse.ArgumentParser:
 
   listing = sub.add_parser('list', help='the choices a config can name, with parameters')
   listing.add_argument('section', nargs='?', metavar='SECTION',
-                       help=f"one of {', '.join(catalog.SECTIONS)} (default: all)")
+                       help=f"one of {', '.join(catalog.SECTIONS)} (default: all), or "
+                       f'{catalog.CONFIG}: every config field with its default')
   listing.set_defaults(func=_cmd_list)
 
   evaluating = sub.add_parser('evaluate', help="a finished run's final model on the test "

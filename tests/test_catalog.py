@@ -173,7 +173,8 @@ def test_unknown_section_names_the_allowed_ones(name, hint):
   with pytest.raises(UserError) as error:
     catalog.section(name)
   assert str(error.value) == (f"list: unknown section '{name}'; {hint}allowed: methods, "
-                              'aggregators, models, datasets, noise, partitions, faults')
+                              'aggregators, models, datasets, noise, partitions, faults, '
+                              'config')
 
 
 def test_cli_list(capsys):
@@ -185,7 +186,9 @@ def test_cli_list(capsys):
   assert exit_info.value.code == 2
   assert capsys.readouterr().err == (
       "tff-noisy: error: list: unknown section 'model'; did you mean 'models'? allowed: "
-      'methods, aggregators, models, datasets, noise, partitions, faults\n')
+      'methods, aggregators, models, datasets, noise, partitions, faults, config\n')
+  cli.main(['list', 'config'])
+  assert capsys.readouterr().out == catalog.config_defaults() + '\n'
 
 
 def test_list_imports_no_tensorflow():

@@ -196,3 +196,12 @@ def test_evaluate_names_a_cut_off_results_file_and_weights_of_another_model(
       f"{run / 'final_weights.npz'} holds 2 arrays that do not fit the run's model (mlp: 4 "
       f'weight arrays); it belongs to another run: write it again with `tff-noisy run CONFIG '
       f'--out {run} --resume`')
+
+
+def test_an_empty_config_file_loads_the_defaults_and_says_so(capsys, tmp_path):
+  path = tmp_path / 'empty.yaml'
+  path.write_text('# nothing set yet\n')
+  assert config_lib.load(str(path)) == config_lib.ExperimentConfig()
+  assert capsys.readouterr().err == (
+      f'tff-noisy: warning: config file {path} sets nothing: every field takes its default '
+      '(digits, no noise, fedavg, 10 rounds; `tff-noisy list config` shows them all)\n')

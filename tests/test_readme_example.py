@@ -1,4 +1,5 @@
-"""The README's "How to add a method" example is real code: import it and use it."""
+"""The README's "How to add a method" example is real code: import it and use it; its
+configuration block is every default the code uses."""
 import os
 import re
 import sys
@@ -7,6 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tff_noisy import catalog
 from tff_noisy import methods
 from tff_noisy.errors import ConfigError
 from tff_noisy.federated import algorithms
@@ -46,3 +48,11 @@ def test_readme_method_registers_validates_and_computes_its_loss(gce):
   p_y = tf.nn.softmax(logits).numpy()[[0, 1], labels]
   got = objective.loss({'y': labels}, logits, None, {}, {}, None).numpy()
   np.testing.assert_allclose(got, (1 - p_y ** 0.5) / 0.5, rtol=1e-6)
+
+
+def test_the_configuration_block_is_the_code_s_defaults():
+  with open(_README) as f:
+    section = f.read().split('## Configuration', 1)[1]
+  block = re.search(r'```yaml\n(.*?)```', section, re.S).group(1)
+  assert block.rstrip('\n') == catalog.config_defaults(), (
+      'README.md\'s configuration block differs from `tff-noisy list config`: paste that in')

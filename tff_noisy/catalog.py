@@ -174,14 +174,16 @@ SECTIONS = {
     'partitions': _partitions,
     'faults': _faults,
 }
+CONFIG = 'config'  # ``tff-noisy list config``: every config field with its default.
 
 
 def section(name: str) -> Section:
   """Section ``name``; a UserError naming the sections for any other name."""
   if name not in SECTIONS:
-    close = difflib.get_close_matches(str(name), list(SECTIONS), n=1)
+    close = difflib.get_close_matches(str(name), [*SECTIONS, CONFIG], n=1)
     hint = f"did you mean '{close[0]}'? " if close else ''
-    raise UserError(f"list: unknown section '{name}'; {hint}allowed: {', '.join(SECTIONS)}")
+    raise UserError(f"list: unknown section '{name}'; {hint}allowed: "
+                    f"{', '.join([*SECTIONS, CONFIG])}")
   return SECTIONS[name]()
 
 
@@ -193,6 +195,8 @@ def value_text(value) -> str:
     return 'true' if value else 'false'
   if isinstance(value, (list, tuple)):
     return '[' + ', '.join(value_text(v) for v in value) + ']'
+  if isinstance(value, dict):
+    return '{' + ', '.join(f'{k}: {value_text(v)}' for k, v in value.items()) + '}'
   return str(value)
 
 
@@ -203,8 +207,29 @@ def _param_lines(params: tuple, indent: str) -> list:
           else f'{indent}{setting}' for setting, p in zip(settings, params)]
 
 
+def config_defaults() -> str:
+  """Every field of a config file with the value it takes when the file leaves it out,
+  as YAML, each with the ``# comment`` beside its field in ``config.py`` (the README's
+  configuration block is this text; a test keeps them equal)."""
+  defaults = config_lib.ExperimentConfig()
+  lines = []
+  for field in dataclasses.fields(defaults):
+    value = getattr(defaults, field.name)
+    if not dataclasses.is_dataclass(value):
+      comment = field_comments(config_lib.ExperimentConfig).get(field.name)
+      lines.append(f'{field.name}: {value_text(value)}' + (f'  # {comment}' if comment else ''))
+      continue
+    lines.append(f'{field.name}:')
+    params = _params(type(value))
+    lines += _param_lines(tuple(Param(p.name, getattr(value, p.name), p.description)
+                                for p in params), '  ')
+  return '\n'.join(lines)
+
+
 def render(name: Optional[str] = None) -> str:
-  """The listing of section ``name``, or of every section."""
+  """The listing of section ``name``, or of every section (``config``: the defaults)."""
+  if name == CONFIG:
+    return config_defaults()
   blocks = []
   for title in ([name] if name is not None else SECTIONS):
     part = section(title)

@@ -18,6 +18,7 @@ from typing import Any, Optional
 from tff_noisy import yamlio
 from tff_noisy.device import DEVICES
 from tff_noisy.errors import ConfigError  # pylint: disable=unused-import (re-exported)
+from tff_noisy.errors import warn
 from tff_noisy.ops import faults as faults_lib
 from tff_noisy.runtime import RUNTIMES as CLIENT_RUNTIMES
 
@@ -97,12 +98,11 @@ class FLConfig:
   checkpoint_every: int = 5
   weight_decay: float = 0.0  # Coupled L2 on trainable weights: the gradient gains wd * w.
   aggregator: str = 'mean'  # See tff_noisy/federated/aggregators/ (README: Aggregators).
-  aggregator_params: dict = dataclasses.field(default_factory=dict)
-  # Where clients train: tff (TFF's worker) | tf (this process, GPU when seen, many
-  # clients per call) | tflite (the TFLite interpreter). tff_noisy/runtime/__init__.py.
-  client_runtime: str = 'tff'
-  # tf runtime: clients stacked in one graph call (None: as many as fit ~512 MB, <= 1024).
-  clients_per_call: Optional[int] = None
+  aggregator_params: dict = dataclasses.field(default_factory=dict)  # The aggregator's.
+  client_runtime: str = 'tff'  # Where clients train: tff (TFF's worker) | tf (this
+  # process, GPU when seen, many clients per call) | tflite (the TFLite interpreter).
+  clients_per_call: Optional[int] = None  # tf runtime: clients stacked in one graph call
+  # (None: as many as fit ~512 MB, at most 1024).
 
 
 @dataclasses.dataclass
@@ -283,6 +283,9 @@ def load(path: str, overrides: Optional[list] = None) -> ExperimentConfig:
   if not isinstance(values, dict):
     raise ConfigError(f'config file {path}: expected a mapping of sections (seed, data, '
                       f'fl, ...), got a {type(values).__name__}')
+  if not values:
+    warn(f'config file {path} sets nothing: every field takes its default (digits, no '
+         'noise, fedavg, 10 rounds; `tff-noisy list config` shows them all)')
   return from_dict(apply_overrides(values, overrides))
 
 
