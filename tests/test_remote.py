@@ -6,6 +6,7 @@ tier splits a small federated computation across two workers; the slow tier trai
 through the driver (FedAvg, MaskedOptim's per-client label logits) and compares with the
 local run of the same seed.
 """
+from concurrent import futures
 import json
 import os
 import signal
@@ -121,6 +122,24 @@ def test_an_unreachable_worker_is_named_within_seconds(tmp_path, tmp_cache, two_
                           workers=[two_workers.addresses[0], silent])
   assert time.monotonic() - began < 10
   assert not os.path.exists(tmp_path / 'run' / 'checkpoints')
+  assert not tmp_cache.exists()  # Before the data was built.
+
+
+def test_a_grpc_server_that_is_no_tff_worker_is_refused_before_any_work(tmp_path, tmp_cache):
+  import grpc  # pylint: disable=g-import-not-at-top
+  server = grpc.server(futures.ThreadPoolExecutor(max_workers=1))
+  port = server.add_insecure_port('127.0.0.1:0')
+  server.start()
+  try:
+    began = time.monotonic()
+    with pytest.raises(workers.WorkersError, match=(
+        f'--workers: a gRPC server answers but it is not a TFF worker: 127.0.0.1:{port} '
+        r'\(UNIMPLEMENTED: Method not found!\); start')):
+      driver.run_experiment(config_lib.load(_DEMO, ['fl.rounds=1']), str(tmp_path / 'run'),
+                            workers=[f'127.0.0.1:{port}'])
+    assert time.monotonic() - began < 10
+  finally:
+    server.stop(0)
   assert not tmp_cache.exists()  # Before the data was built.
 
 

@@ -90,13 +90,39 @@ def unanswered(addresses: Sequence[str], timeout: float = CONNECT_TIMEOUT) -> Li
   return silent
 
 
+# An executor-service call without effect: disposing of no values. A TFF worker answers
+# it; another gRPC server answers UNIMPLEMENTED.
+_NO_OP_CALL = '/tensorflow_federated.v0.ExecutorGroup/Dispose'
+
+
+def not_tff_workers(addresses: Sequence[str], timeout: float = CONNECT_TIMEOUT) -> dict:
+  """``{address: why}`` of the answering gRPC servers that are not TFF workers."""
+  import grpc  # pylint: disable=g-import-not-at-top
+  foreign = {}
+  for address in addresses:
+    with grpc.insecure_channel(address) as channel:
+      try:
+        channel.unary_unary(_NO_OP_CALL)(b'', timeout=timeout)
+      except grpc.RpcError as e:
+        if e.code() == grpc.StatusCode.UNIMPLEMENTED:  # A busy worker may time out.
+          foreign[address] = f'{e.code().name}: {e.details()}'
+  return foreign
+
+
 def check_workers(addresses: Sequence[str], timeout: float = CONNECT_TIMEOUT) -> None:
-  """Raises WorkersError naming every worker that does not answer within ``timeout``."""
+  """Raises WorkersError naming every worker that does not answer within ``timeout``, or
+  that answers but is another gRPC server than TFF's executor service."""
   silent = unanswered(addresses, timeout)
   if silent:
     raise WorkersError(
         f"--workers: no TFF worker answers at {', '.join(silent)} (waited {timeout:g} s); "
         'start one on each machine with `tff-noisy worker --port PORT`')
+  foreign = not_tff_workers(addresses, timeout)
+  if foreign:
+    named = '; '.join(f'{address} ({why})' for address, why in foreign.items())
+    raise WorkersError(
+        f'--workers: a gRPC server answers but it is not a TFF worker: {named}; start '
+        '`tff-noisy worker --port PORT` there, or name the port a worker listens on')
 
 
 # ``--host`` values that mean what the binary does: listen on every interface.
