@@ -74,6 +74,18 @@ def test_shared_groups_are_one_class():
     ('maskedoptim', {'gmm_fits': 0}, 'method.params.gmm_fits: needs an integer >= 1, got 0'),
     ('maskedoptim', {'logit_clip': 0}, 'method.params.logit_clip: needs a number > 0, got 0'),
     ('maskedoptim', {'eta': 10}, "method.params.eta: not a parameter of 'maskedoptim'"),
+    ('label_smoothing', {'smoothing': 1.0},
+     r'method.params.smoothing: needs a number in \[0, 1\), got 1.0'),
+    ('label_smoothing', {'smoothing': -0.1}, r'method.params.smoothing: needs a number in'),
+    ('bi_tempered', {'t1': 0}, r'method.params.t1: needs a number in \(0, 1\], got 0'),
+    ('bi_tempered', {'t1': 1.1}, r'method.params.t1: needs a number in \(0, 1\], got 1.1'),
+    ('bi_tempered', {'t2': 0.9}, 'method.params.t2: needs a number >= 1, got 0.9'),
+    ('bi_tempered', {'smoothing': 1}, r'method.params.smoothing: needs a number in \[0, 1\)'),
+    ('sce', {'alpha': -1}, 'method.params.alpha: needs a number >= 0, got -1'),
+    ('sce', {'beta': -0.5}, 'method.params.beta: needs a number >= 0, got -0.5'),
+    ('sce', {'log_zero': 0}, 'method.params.log_zero: needs a number < 0, got 0'),
+    ('gce', {'q': 0}, r'method.params.q: needs a number in \(0, 1\], got 0'),
+    ('gce', {'q': 1.5}, r'method.params.q: needs a number in \(0, 1\], got 1.5'),
 ])
 def test_bad_parameters_name_the_field(name, params, match):
   with pytest.raises(ConfigError, match=match):

@@ -17,7 +17,7 @@ _README = os.path.join(os.path.dirname(__file__), '..', 'README.md')
 
 
 @pytest.fixture
-def gce(tmp_path, monkeypatch):
+def taylor(tmp_path, monkeypatch):
   with open(_README) as f:
     section = f.read().split('## How to add a method', 1)[1]
   code = re.search(r'```python\n(.*?)```', section, re.S).group(1)
@@ -25,29 +25,29 @@ def gce(tmp_path, monkeypatch):
   package = tmp_path / 'my_package'
   package.mkdir()
   (package / '__init__.py').write_text('')
-  (package / 'gce.py').write_text(code)
+  (package / 'taylor.py').write_text(code)
   monkeypatch.syspath_prepend(str(tmp_path))
   monkeypatch.setattr(methods, 'METHODS', dict(methods.METHODS))  # Undo the registration.
-  __import__('my_package.gce')
-  yield sys.modules['my_package.gce']
-  for name in ('my_package.gce', 'my_package'):
+  __import__('my_package.taylor')
+  yield sys.modules['my_package.taylor']
+  for name in ('my_package.taylor', 'my_package'):
     sys.modules.pop(name, None)
 
 
-def test_readme_method_registers_validates_and_computes_its_loss(gce):
-  assert algorithms.method_class('gce') is gce.GCE
-  assert methods.resolve_params('gce', {}, rounds=5).q == 0.7
-  for bad in (0.0, 1.5):
-    with pytest.raises(ConfigError, match='method.params.q: needs a number in'):
-      methods.resolve_params('gce', {'q': bad}, rounds=5)
-  with pytest.raises(ConfigError, match='method.params.q: needs a number'):
-    methods.resolve_params('gce', {'q': 'x'}, rounds=5)
-  objective = gce.GCE.objective(methods.resolve_params('gce', {'q': 0.5}, rounds=5), None)
+def test_readme_method_registers_validates_and_computes_its_loss(taylor):
+  assert algorithms.method_class('taylor_ce') is taylor.Taylor
+  assert methods.resolve_params('taylor_ce', {}, rounds=5).order == 2
+  with pytest.raises(ConfigError, match='method.params.order: needs an integer >= 1'):
+    methods.resolve_params('taylor_ce', {'order': 0}, rounds=5)
+  with pytest.raises(ConfigError, match='method.params.order: needs an integer'):
+    methods.resolve_params('taylor_ce', {'order': 1.5}, rounds=5)
+  objective = taylor.Taylor.objective(
+      methods.resolve_params('taylor_ce', {'order': 3}, rounds=5), None)
   logits = tf.constant([[2.0, 0.0, -1.0], [0.0, 0.0, 0.0]])
   labels = np.array([0, 2])
-  p_y = tf.nn.softmax(logits).numpy()[[0, 1], labels]
+  gap = 1 - tf.nn.softmax(logits).numpy()[[0, 1], labels]
   got = objective.loss({'y': labels}, logits, None, {}, {}, None).numpy()
-  np.testing.assert_allclose(got, (1 - p_y ** 0.5) / 0.5, rtol=1e-6)
+  np.testing.assert_allclose(got, gap + gap ** 2 / 2 + gap ** 3 / 3, rtol=1e-5)
 
 
 def test_the_configuration_block_is_the_code_s_defaults():

@@ -47,7 +47,7 @@ class PartitionConfig:
 
 @dataclasses.dataclass
 class NoiseConfig:
-  name: str = 'none'  # none | symmetric | pairflip | cifar10_asym | fedln | cleanlab | fedcorr | linear | choice | real
+  name: str = 'none'  # none | symmetric | pairflip | cifar10_asym | fedln | cleanlab | fedcorr | linear | mixed | choice | real
   rate: float = 0.0  # symmetric / pairflip / cifar10_asym: flip probability.
   noisy_fraction: float = 1.0  # F: fraction of clients that are noisy.
   level: float = 0.0  # fedln / cleanlab: n_l.
@@ -55,7 +55,7 @@ class NoiseConfig:
   shared_matrix: bool = False  # fedln / cleanlab: one matrix for all noisy clients (FedEFC).
   matrix_seed: Optional[int] = None  # cleanlab: cleanlab's own seed (client m: +m); None: from seed.
   valid_matrix: bool = False  # cleanlab: cleanlab's learnability check (valid_noise_matrix).
-  min_rate: float = 0.0  # linear: per-client rates linearly spaced in [min_rate, max_rate].
+  min_rate: float = 0.0  # linear / mixed: per-client rates linearly spaced in [min_rate, max_rate].
   max_rate: float = 0.0
   rates: Optional[list] = None  # choice: each client's rate drawn from this list (FedDS).
   balanced: bool = True  # choice: give each listed rate to the same number of clients.

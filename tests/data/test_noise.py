@@ -126,6 +126,24 @@ def test_linear_rates_are_monotone():
   assert np.all((pair[0] == clients[0]) | (pair[0] == (clients[0] - 1) % C))
 
 
+def test_mixed_alternates_symmetric_and_pairflip_at_linear_rates():
+  clients = _clients(8, per_class=300)
+  config = NoiseConfig(name='mixed', min_rate=0.2, max_rate=0.6)
+  kinds = noise_lib.client_flip_kinds(8, config)
+  assert kinds == ['symmetric', 'pairflip'] * 4  # Half the clients of each kind.
+  noisy = _noisy('mixed', clients, min_rate=0.2, max_rate=0.6)
+  np.testing.assert_allclose(_rates(clients, noisy), np.linspace(0.2, 0.6, 8), atol=0.05)
+  for y, z, kind in zip(clients, noisy, kinds):
+    flipped = z != y
+    to_previous = np.all(z[flipped] == (y[flipped] - 1) % C)
+    assert to_previous == (kind == 'pairflip')  # Symmetric flips reach other classes too.
+  again = _noisy('mixed', clients, min_rate=0.2, max_rate=0.6)
+  assert all(np.array_equal(a, b) for a, b in zip(noisy, again))
+  assert noise_lib.client_flip_kinds(3, NoiseConfig(name='linear', flip='pairflip')) == [
+      'pairflip'] * 3
+  assert noise_lib.client_flip_kinds(3, NoiseConfig(name='symmetric')) is None
+
+
 def test_choice_rates_are_balanced():
   levels = [round(0.1 * k, 1) for k in range(1, 11)]
   rng = np.random.default_rng(0)
@@ -153,7 +171,8 @@ def test_real_labels_are_passed_through():
 @pytest.mark.parametrize('kwargs', [
     dict(name='symmetric', rate=0.3), dict(name='fedln', level=0.4, sparsity=0.4),
     dict(name='cleanlab', level=0.3, sparsity=0.5), dict(name='fedcorr', rho=0.8, tau=0.3),
-    dict(name='choice', rates=[0.2, 0.5]), dict(name='linear', max_rate=0.5)])
+    dict(name='choice', rates=[0.2, 0.5]), dict(name='linear', max_rate=0.5),
+    dict(name='mixed', min_rate=0.1, max_rate=0.5)])
 def test_seeded(kwargs):
   clients = _clients(4)
   first, again, other = (_noisy(clients=clients, seed=s, **kwargs) for s in (1, 1, 2))

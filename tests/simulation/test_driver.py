@@ -187,3 +187,16 @@ def test_gpu_without_one_fails_before_any_data_work(tmp_path, tmp_cache, monkeyp
   message = str(error.value)
   assert message.startswith('device: gpu, but TensorFlow sees no GPU') and '\n' not in message
   assert not (tmp_path / 'x').exists() and not tmp_cache.exists()
+
+
+@pytest.mark.slow
+def test_mixed_noise_flip_kinds_are_recorded_beside_the_true_rates(tmp_path, tmp_cache):
+  config = _config(**{'noise.name': 'mixed', 'noise.min_rate': 0.1, 'noise.max_rate': 0.5,
+                      'fl.rounds': 1, 'fl.client_runtime': 'tf'})
+  results = driver.run_experiment(config, str(tmp_path / 'mixed'), progress=False)
+  assert list(results.client_flip_kinds) == list(results.client_noise_rates)
+  assert list(results.client_flip_kinds.values()) == ['symmetric', 'pairflip'] * 2
+  rates = list(results.client_noise_rates.values())
+  assert 0.0 < rates[0] < rates[-1]
+  assert driver.run_experiment(_config(**{'fl.rounds': 1}), str(tmp_path / 'fixed'),
+                               progress=False).client_flip_kinds == {}

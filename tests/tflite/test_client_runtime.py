@@ -75,8 +75,9 @@ def test_a_method_that_cannot_train_on_devices_is_refused():
                                    'fl': {'rounds': 40, 'client_runtime': 'tflite'}})
     with pytest.raises(ConfigError, match=f"^fl.client_runtime: tflite, but method '{name}' "
                        'cannot train on devices: .*; supported on devices: the '
-                       'cross-entropy, FedProx and forward correction objectives '
-                       r'\(methods fedavg, fedprox, .*forward_correction\)$'):
+                       'cross-entropy, FedProx, the robust baseline losses and forward '
+                       r'correction objectives \(methods fedavg, fedprox, label_smoothing, '
+                       r'bi_tempered, sce, gce, .*forward_correction\)$'):
       validation.validate_experiment(config)
   objective = masked_optim.MaskedOptimObjective(10)
   build = lambda faults: tflite_clients.TFLiteClients(  # pylint: disable=unnecessary-lambda-assignment

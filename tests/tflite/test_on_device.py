@@ -132,6 +132,19 @@ def test_parity_tanh_sgdm_fedprox_weight_decay(digits):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize('name', ['label_smoothing', 'bi_tempered', 'sce', 'gce'])
+def test_parity_of_the_robust_baseline_losses(digits, name):
+  """The baselines' losses train on the device as in TFF's client work."""
+  from tff_noisy import methods  # pylint: disable=g-import-not-at-top
+  from tff_noisy.federated import algorithms  # pylint: disable=g-import-not-at-top
+  params = methods.resolve_params(name, {}, rounds=10)
+  objective = algorithms.method_class(name).objective(params, None)
+  errors = _parity(lambda: _mlp('tanh'), _clients(digits),
+                   tff.learning.optimizers.build_sgdm(0.1), objective).errors
+  assert max(errors) < 1e-5, errors
+
+
+@pytest.mark.slow
 def test_parity_tanh_adam(digits):
   errors = _parity(lambda: _mlp('tanh'), _clients(digits),
                    tff.learning.optimizers.build_adam(1e-2)).errors

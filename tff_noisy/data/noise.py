@@ -16,6 +16,8 @@ Models (``noise.name``):
 * ``fedcorr``: each client noisy w.p. rho with rate U(tau, 1) (FedCorr, lsc spec §5).
 * ``linear`` / ``choice``: per-client rates, linearly spaced or drawn from a list, with
   flip kind ``noise.flip`` (MaskedOptim, FedDS).
+* ``mixed``: ``linear``'s rates with the flip kind alternating symmetric / pair-flip over
+  the clients (FNBench's "mixed"; MaskedOptim Table 2's Mixed column).
 * ``real``: a dataset's human noisy-label column (CIFAR-N).
 """
 
@@ -53,6 +55,9 @@ NOISE_MODELS = {
                          '(MaskedOptim)', ('min_rate', 'max_rate', 'flip')),
     'choice': NoiseModel('Per-client rates drawn from a list (FedDS)',
                          ('rates', 'balanced', 'flip')),
+    'mixed': NoiseModel('Per-client rates linearly spaced in [min_rate, max_rate], flips '
+                        'alternating symmetric / pairflip over clients (FNBench, MaskedOptim)',
+                        ('min_rate', 'max_rate')),
     'real': NoiseModel("A dataset's human noisy-label column (CIFAR-N)", ('real_labels',)),
 }
 
@@ -176,9 +181,10 @@ def transition_matrix(y_true: np.ndarray, y_obs: np.ndarray,
 
 def client_rates(num_clients: int, num_classes: int, config: NoiseConfig,
                  rng: np.random.Generator) -> np.ndarray:
-  """Nominal flip probability per client for ``linear``, ``choice`` and ``fedcorr``.
+  """Nominal flip probability per client for ``linear``, ``mixed``, ``choice`` and
+  ``fedcorr``.
 
-  linear (maskedoptim spec §5, FedRN lineage): r_m = min_rate + m (max_rate - min_rate)
+  linear and mixed (maskedoptim spec §5, FedRN lineage): r_m = min_rate + m (max_rate - min_rate)
   / (M - 1), both ends included (MaskedOptim divides by M and never reaches max_rate).
   choice (fedds spec §5, rates {0.1, ..., 1.0}): r_m from ``rates``; balanced gives each
   of the L rates to ⌊M/L⌋ or ⌈M/L⌉ clients, otherwise i.i.d. draws.
@@ -186,7 +192,7 @@ def client_rates(num_clients: int, num_classes: int, config: NoiseConfig,
   of its samples is relabelled w.p. μ_m uniformly over all C classes, i.e. flipped to
   another class w.p. r_m = μ_m (C - 1)/C.
   """
-  if config.name == 'linear':
+  if config.name in ('linear', 'mixed'):
     return np.linspace(config.min_rate, config.max_rate, num_clients)
   if config.name == 'choice':
     rates = np.asarray(config.rates, np.float64)
@@ -201,15 +207,32 @@ def client_rates(num_clients: int, num_classes: int, config: NoiseConfig,
   return np.where(noisy, mu * (num_classes - 1) / num_classes, 0.0)
 
 
+# The noise models whose every client has its own rate and flip kind.
+PER_CLIENT_RATES = ('linear', 'choice', 'fedcorr', 'mixed')
+MIXED_FLIPS = ('symmetric', 'pairflip')  # ``mixed``: client m flips as MIXED_FLIPS[m % 2].
+
+
+def client_flip_kinds(num_clients: int, config: NoiseConfig) -> Optional[list]:
+  """Each client's flip kind (a ``FLIPS`` name) under a ``PER_CLIENT_RATES`` model, else
+  None: ``mixed`` alternates ``MIXED_FLIPS``, ``fedcorr`` relabels uniformly (symmetric),
+  ``linear`` and ``choice`` use ``noise.flip`` for every client."""
+  if config.name not in PER_CLIENT_RATES:
+    return None
+  if config.name == 'mixed':
+    return [MIXED_FLIPS[m % len(MIXED_FLIPS)] for m in range(num_clients)]
+  return ['symmetric' if config.name == 'fedcorr' else config.flip] * num_clients
+
+
 def client_matrices(num_clients: int, num_classes: int, config: NoiseConfig,
                     seed: int) -> list:
   """Each client's transition matrix, or None for a clean client."""
   rng = generator(seed, _PLAN)
   if config.name == 'none':
     return [None] * num_clients
-  if config.name in ('linear', 'choice', 'fedcorr'):
-    flip = FLIPS['symmetric' if config.name == 'fedcorr' else config.flip]
-    return [flip(num_classes, r) for r in client_rates(num_clients, num_classes, config, rng)]
+  if config.name in PER_CLIENT_RATES:
+    rates = client_rates(num_clients, num_classes, config, rng)
+    return [FLIPS[flip](num_classes, r)
+            for flip, r in zip(client_flip_kinds(num_clients, config), rates)]
   # A fixed noise process on round(F·M) random clients.
   noisy = rng.permutation(num_clients) < int(config.noisy_fraction * num_clients + 0.5)
   if config.name in FLIPS:

@@ -32,6 +32,7 @@ from tff_noisy import runtime as client_runtime
 from tff_noisy import validation
 from tff_noisy.config import ConfigError, ExperimentConfig
 from tff_noisy.data import federated as federated_data
+from tff_noisy.data import noise as noise_lib
 from tff_noisy.data import sources
 from tff_noisy.errors import UserError, warn
 from tff_noisy.federated import aggregators
@@ -411,6 +412,8 @@ def _run_experiment(config: ExperimentConfig, out_dir: str, resume: bool,
       config=config.to_dict(), data_hash=config.data_hash(), method=config.method.name,
       params=dataclasses.asdict(choices.method_params), rounds=history,
       client_noise_rates={cid: float(r) for cid, r in zip(ids, data.noise_rates)},
+      client_flip_kinds=dict(zip(ids, noise_lib.client_flip_kinds(len(ids), config.noise)
+                                 or ())),
       extra=extra, device=device, runtime=runtime, byzantine_clients=byzantine,
       runtime_parts=_runtime_parts(earlier_parts, runtime, start, fl.rounds))
   results_lib.write(out_dir, results)

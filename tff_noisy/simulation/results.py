@@ -17,6 +17,9 @@
   final_accuracy   test accuracy after the last round
   last10_accuracy  mean test accuracy of the last 10 evaluated rounds
   client_noise_rates  true per-client noise rate (simulation truth, evaluation only)
+  client_flip_kinds   each client's flip kind (symmetric, pairflip, ...) beside its rate,
+                   for the noise models with per-client rates (linear, mixed, choice,
+                   fedcorr); empty for the others
   extra            method diagnostics (e.g. noise estimates and their correlation)
   device           where TensorFlow ran (tff_noisy/device.py): requested (the config's
                    auto | cpu | gpu), used (cpu | gpu), gpus (names of the GPUs used),
@@ -66,6 +69,7 @@ class Results:
   runtime: Dict[str, Any] = dataclasses.field(default_factory=dict)
   byzantine_clients: List[str] = dataclasses.field(default_factory=list)
   runtime_parts: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
+  client_flip_kinds: Dict[str, str] = dataclasses.field(default_factory=dict)
 
   @property
   def evaluated(self) -> List[Dict[str, Any]]:
