@@ -18,8 +18,11 @@ from models import layers
 from models import mlp
 from models import mnist_cnn
 from models import pooled_cnn
+from models import resnet18
 from models import resnet20
+from models import resnet34
 from models import small_cnn
+from models import vgg9
 
 _MODULES = {
     'mlp': mlp,
@@ -28,6 +31,9 @@ _MODULES = {
     'pooled_cnn': pooled_cnn,
     'cnn9': cnn9,
     'resnet20': resnet20,
+    'vgg9': vgg9,
+    'resnet18': resnet18,
+    'resnet34': resnet34,
     'audio': audio,
 }
 MODEL_NAMES = tuple(_MODULES)

@@ -67,8 +67,8 @@ class NoiseConfig:
 
 @dataclasses.dataclass
 class ModelConfig:
-  name: str = 'mlp'  # mlp | small_cnn | mnist_cnn | pooled_cnn | cnn9 | resnet20 | audio
-  norm: Optional[str] = None  # resnet20 (default group) and cnn9 (default batch): group | batch.
+  name: str = 'mlp'  # mlp | small_cnn | mnist_cnn | pooled_cnn | cnn9 | resnet20 | vgg9 | resnet18 | resnet34 | audio
+  norm: Optional[str] = None  # group | batch: resnet20 (default group), cnn9, vgg9, resnet18/34 (default batch).
   width: Optional[int] = None  # mlp hidden units (default 128).
 
   def options(self) -> dict:

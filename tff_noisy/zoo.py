@@ -30,6 +30,14 @@ MODELS = {
                       {'norm': 'batch'}),
     'resnet20': ModelSpec("ResNet-20 with option-A shortcuts (FedLN's vision model); "
                           'norm: group | batch', {'norm': 'group'}),
+    'vgg9': ModelSpec("FedDS's CIFAR-10 VGG-style CNN: 6 conv3x3 (64-64-128-128-256-256) "
+                      'with norm, 3 max-pools, Dense 512-512 with dropout; 3.51M trainable '
+                      'parameters on 32x32x3, 10 classes; norm: batch | group', {'norm': 'batch'}),
+    'resnet18': ModelSpec('ResNet-18, CIFAR form (3x3 stem, no max-pool; MaskedOptim, '
+                          'FedEFC, LSC); 11.17M trainable parameters on 32x32x3, 10 classes; norm: '
+                          'batch | group', {'norm': 'batch'}),
+    'resnet34': ModelSpec('ResNet-34, CIFAR form (LSC on CIFAR-100); 21.33M trainable parameters '
+                          'on 32x32x3, 100 classes; norm: batch | group', {'norm': 'batch'}),
     'audio': ModelSpec("FedLN's keyword-spotting CNN on a log-mel front end inside the "
                        'model (16 kHz waveforms)'),
 }

@@ -78,6 +78,20 @@ def test_run_tflite_batches_match_single_examples(exported):
                              atol=1e-5)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize('name, options', [('resnet18', {}), ('resnet18', {'norm': 'group'}),
+                                           ('resnet34', {}), ('vgg9', {})])
+def test_paper_models_convert_to_builtins_and_match_keras(name, options):
+  tf.keras.utils.set_random_seed(0)
+  model = models.build_model(name, (32, 32, 3), 10, **options)
+  tflite_bytes = convert.convert_keras(model, 'none')
+  assert not convert.has_flex_ops(tflite_bytes)
+  x = np.random.default_rng(0).random((4, 32, 32, 3), np.float32)
+  keras_logits = model(x, training=False).numpy()
+  np.testing.assert_allclose(verify.run_tflite(tflite_bytes, x, batch=2), keras_logits,
+                             atol=1e-4 * np.abs(keras_logits).max())
+
+
 def test_audio_converts_to_builtins_and_matches_keras():
   tf.keras.utils.set_random_seed(0)
   model = models.build_model('audio', (16000,), 12)
