@@ -86,6 +86,7 @@ def test_shared_groups_are_one_class():
     ('sce', {'log_zero': 0}, 'method.params.log_zero: needs a number < 0, got 0'),
     ('gce', {'q': 0}, r'method.params.q: needs a number in \(0, 1\], got 0'),
     ('gce', {'q': 1.5}, r'method.params.q: needs a number in \(0, 1\], got 1.5'),
+    ('confident_learning', {'folds': 1}, 'method.params.folds: needs an integer >= 2, got 1'),
 ])
 def test_bad_parameters_name_the_field(name, params, match):
   with pytest.raises(ConfigError, match=match):

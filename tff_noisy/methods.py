@@ -127,6 +127,16 @@ class GCEParams(Params):
 
 
 @dataclasses.dataclass(frozen=True)
+class ConfidentLearningParams(Params):
+  """Confident Learning (Northcutt et al. 2021; FedLN Table 1's CL, FedEFC's baseline)."""
+  folds: int = 5  # k of the k-fold cross-validation giving out-of-sample probabilities.
+
+  def check(self, rounds):
+    _require(self.folds >= 2, 'folds', 'an integer >= 2', self.folds)
+    super().check(rounds)
+
+
+@dataclasses.dataclass(frozen=True)
 class EncoderParams(Params):
   """A frozen encoder of client inputs (NNC's kNN vote; LSC's neighbours)."""
   encoder: str = 'pca'  # 'pca' (label-free, offline) or a TF-Hub handle / SavedModel dir.
@@ -341,6 +351,10 @@ METHODS = {
                       'Symmetric cross-entropy (baseline; Wang et al. 2019)'),
     'gce': MethodSpec(GCEParams, _ALGORITHMS + 'robust_losses:GeneralizedCE',
                       'Generalized cross-entropy (baseline; Zhang & Sabuncu 2018)'),
+    'confident_learning': MethodSpec(
+        ConfidentLearningParams, _ALGORITHMS + 'confident_learning:ConfidentLearning',
+        "Confident Learning (baseline; Northcutt et al. 2021): each client drops the label "
+        'issues cleanlab finds with k-fold probabilities of its own data'),
     'fedln': MethodSpec(FedLNParams, _ALGORITHMS + 'fedln:FedLN',
                         'FedLN: NNC label correction + NA-FedAvg weighting'),
     'fedln_nnc': MethodSpec(NNCParams, _ALGORITHMS + 'fedln:FedLNNNC',

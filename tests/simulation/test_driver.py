@@ -10,8 +10,11 @@ import models
 from tff_noisy import config as config_lib
 from tff_noisy import validation
 from tff_noisy.data import federated as federated_data
+from tff_noisy.federated.algorithms import confident_learning
+from tff_noisy.ops import confident_learning as cl_ops
 from tff_noisy.simulation import driver
 from tff_noisy.simulation import results as results_lib
+from tff_noisy.simulation.client_state import ClientStateStore
 
 
 def _config(**overrides):
@@ -200,3 +203,17 @@ def test_mixed_noise_flip_kinds_are_recorded_beside_the_true_rates(tmp_path, tmp
   assert 0.0 < rates[0] < rates[-1]
   assert driver.run_experiment(_config(**{'fl.rounds': 1}), str(tmp_path / 'fixed'),
                                progress=False).client_flip_kinds == {}
+
+
+def test_client_datasets_hold_only_the_examples_a_method_keeps():
+  x = {'a': np.arange(10, dtype=np.float32).reshape(5, 2), 'b': np.ones((3, 2), np.float32)}
+  data = type('Data', (), {'x': x, 'y': {'a': np.arange(5), 'b': np.zeros(3, int)}})()
+  method = confident_learning.ConfidentLearning(None, None, None)
+  store = ClientStateStore()
+  store.set_derived('a', cl_ops.LABEL_ISSUES, np.array([True, False, False, True, False]))
+  store.set_derived('b', cl_ops.LABEL_ISSUES, np.ones(3, bool))  # Every label flagged.
+  clients, weights = driver.client_datasets(method, data, store, ['a', 'b'], [1, 2], 2)
+  assert list(clients) == ['a'] and weights == {'a': 3.0}  # 'b' kept nothing: skipped.
+  np.testing.assert_array_equal(clients['a'].features['y'], [1, 2, 4])
+  np.testing.assert_array_equal(clients['a'].features['x'], x['a'][[1, 2, 4]])
+  np.testing.assert_array_equal(clients['a'].features['index'], [0, 1, 2])

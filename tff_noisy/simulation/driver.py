@@ -40,6 +40,7 @@ from tff_noisy.federated import algorithms
 from tff_noisy.federated import client_data as client_data_lib
 from tff_noisy.federated import client_work
 from tff_noisy.federated.client_work import AGGREGATION_WEIGHT_KEY
+from tff_noisy.ops import confident_learning
 from tff_noisy.ops import detection
 from tff_noisy.ops import faults as faults_lib
 from tff_noisy.ops import knn
@@ -74,16 +75,19 @@ def client_dataset(x: np.ndarray, y: np.ndarray, batch_size: int, shuffle_seed: 
 
 def client_datasets(method, data, store, client_ids, shuffle_seeds, batch_size: int):
   """``({id: ClientData}, {id: update weight})`` of the non-empty clients among
-  ``client_ids``, with the method's labels and per-example extras
+  ``client_ids``: the examples the method keeps, with its labels and per-example extras
   (``ClientData.dataset()`` is the client's ``tf.data`` dataset)."""
   clients, weights = {}, {}
   for cid, shuffle_seed in zip(client_ids, shuffle_seeds):
-    y = method.labels(cid, data, store)
+    x, y = data.x[cid], method.labels(cid, data, store)
+    kept = method.kept_examples(cid, store)
+    if kept is not None:
+      x, y = x[kept], y[kept]
     if len(y):
       extras = method.client_extras(cid, len(y), store)
       weights[cid] = float(np.sum(extras.get(AGGREGATION_WEIGHT_KEY, np.ones(len(y)))))
-      clients[cid] = client_data_lib.make_client_data(data.x[cid], y, batch_size,
-                                                      int(shuffle_seed), extras)
+      clients[cid] = client_data_lib.make_client_data(x, y, batch_size, int(shuffle_seed),
+                                                      extras)
   return clients, weights
 
 
@@ -139,6 +143,27 @@ def _label_correction_report(data, store) -> dict:
       np.concatenate([store.get(c, 'labels') for c in corrected]),
       np.concatenate([data.y_true[c] for c in corrected]))
   return {'label_correction': {'overall': overall, 'per_client': per_client}}
+
+
+def _label_issue_report(data, store) -> dict:
+  """The label issues a method flagged (Confident Learning) against the simulation truth:
+  precision (flagged labels that are wrong) and recall (wrong labels flagged)."""
+  flagged = [cid for cid in data.client_ids
+             if store.get(cid, confident_learning.LABEL_ISSUES) is not None]
+  if not flagged:
+    return {}
+
+  def scores(cids):
+    issues = np.concatenate([store.get(c, confident_learning.LABEL_ISSUES) for c in cids])
+    wrong = np.concatenate([data.y[c] != data.y_true[c] for c in cids])
+    hits = int(np.sum(issues & wrong))
+    return {'flagged': int(issues.sum()), 'wrong_labels': int(wrong.sum()),
+            'examples': len(wrong),
+            'precision': hits / int(issues.sum()) if issues.any() else None,
+            'recall': hits / int(wrong.sum()) if wrong.any() else None}
+
+  return {'label_issues': {'overall': scores(flagged),
+                           'per_client': {cid: scores([cid]) for cid in flagged}}}
 
 
 # Per-client diagnostic -> (name of its Pearson correlation, the truth it is compared to).
@@ -308,6 +333,7 @@ def _run_experiment(config: ExperimentConfig, out_dir: str, resume: bool,
       start = done + 1
   extra = method.prepare(data, store)  # Deterministic: a resumed run redoes it identically.
   extra.update(_label_correction_report(data, store))
+  extra.update(_label_issue_report(data, store))
   os.makedirs(out_dir, exist_ok=True)
   writer = tf.summary.create_file_writer(os.path.join(out_dir, 'tb'))
   show = sys.stderr.isatty() if progress is None else progress

@@ -102,6 +102,12 @@ class Method:
     """The labels a client trains on: corrected ones if the method stored them."""
     return store.get(client_id, 'labels', data.y[client_id])
 
+  def kept_examples(self, client_id: str, store) -> Optional[np.ndarray]:
+    """Positions of the client's examples it trains on (Confident Learning drops its
+    label issues); None: every example."""
+    del client_id, store
+    return None
+
   def client_extras(self, client_id: str, num_examples: int, store) -> dict:
     """Per-example fields of a client's dataset, matching ``dataset_fields``."""
     del client_id, num_examples, store
