@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from experiments import run as cli
 import models
 from tff_noisy import config as config_lib
 from tff_noisy import methods
@@ -14,6 +15,7 @@ from tff_noisy.federated import algorithms
 from tff_noisy.ops import baseline_losses
 from tff_noisy.runtime import stacked
 from tff_noisy.simulation import driver
+from tff_noisy.simulation import results as results_lib
 
 _DEMO = os.path.join(os.path.dirname(__file__), '..', '..', 'experiments', 'configs',
                      'demo.yaml')
@@ -41,16 +43,16 @@ def test_the_objective_is_the_loss_and_runs_stacked_and_on_devices(name):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('name', sorted(_NUMPY))
-def test_each_baseline_trains_the_demo_config(tmp_path, tmp_cache, name):
-  config = config_lib.load(_DEMO, [f'method.name={name}', 'method.params={}', 'fl.rounds=3',
-                                   'fl.client_runtime=tf'])
-  results = driver.run_experiment(config, str(tmp_path / name), progress=False)
-  assert results.method == name and len(results.rounds) == 3
-  assert all(np.isfinite(r['train_loss']) for r in results.rounds)
-  assert results.final_accuracy > 0.3  # Learning: 10 classes, chance is 0.1.
-
-
+@pytest.mark.parametrize('name', sorted(_NUMPY) + ['confident_learning'])
+def test_each_baseline_trains_the_demo_config_from_the_command_line(tmp_path, tmp_cache,
+                                                                     name):
+  out = tmp_path / name
+  cli.main(['run', _DEMO, '--out', str(out), '--set', f'method.name={name}', '--set',
+            'method.params={}', '--set', 'fl.rounds=3', '--set', 'fl.client_runtime=tf'])
+  results = results_lib.load(str(out))
+  assert results['method'] == name and len(results['rounds']) == 3
+  assert all(np.isfinite(r['train_loss']) for r in results['rounds'])
+  assert results['final_accuracy'] > 0.3  # Learning: 10 classes, chance is 0.1.
 
 
 @pytest.mark.slow
