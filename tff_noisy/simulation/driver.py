@@ -1,9 +1,10 @@
 """The experiment driver: rounds, client sampling, evaluation, checkpoints, results.
 
-``run_experiment(config, out_dir)`` builds (or loads) the federated data, the model and
-the method's learning process, then for each round samples clients uniformly without
-replacement, runs ``process.next`` on their datasets and evaluates the global model on
-the test split. All randomness of round r derives from (seed, r), so a resumed run
+``Simulation(config)`` builds (or loads) the federated data, the model and the method's
+learning process once; each ``run_round`` samples clients uniformly without replacement,
+runs the method's round on their datasets and evaluates the global model on the test
+split. ``run_experiment(config, out_dir)`` steps it to the last round and writes the
+run directory (checkpoints, TensorBoard, results). All randomness of round r derives from (seed, r), so a resumed run
 continues with exactly the samples and data order of an uninterrupted one.
 
 Simulated faults (``faults:``, ``ops.faults``): the round's dropouts are removed from its
@@ -299,62 +300,94 @@ def run_experiment(config: ExperimentConfig, out_dir: str, *, resume: bool = Fal
     return _run_experiment(config, out_dir, resume, progress, runtime)
 
 
-def _run_experiment(config: ExperimentConfig, out_dir: str, resume: bool,
-                    progress: Optional[bool], runtime: dict) -> results_lib.Results:
-  """``run_experiment`` in the TFF runtime ``runtime`` describes (results.json keeps it)."""
-  choices = validation.validate_experiment(config)
-  device = device_lib.select(config.device)  # Before any TensorFlow op runs.
-  spec = sources.DATASETS[config.data.dataset]
-  make_model_fn(config, spec.input_shape, spec.num_classes)  # Fits, before any data work.
-  data = federated_data.build_federated_data(config)
+class Simulation:
+  """One run assembled from its config once, then stepped a round at a time.
 
-  fl = config.fl
-  ids = list(data.client_ids)
-  num_sampled = config.clients_per_round()
-  if num_sampled > len(ids):
-    raise ConfigError(f'fl.clients_per_round: {num_sampled} > {len(ids)} clients')
-  method = build_method(config, data, choices)
-  process = method.process
-  runtime = dict(runtime, **client_runtime.describe(process, bool(runtime.get('workers'))))
+  Building it validates the config, selects the device, builds (or reads) the federated
+  data, the method with its process, the evaluation model and the initial server state.
+  Then: optionally ``resume_from`` a checkpoint directory, ``prepare`` (the method's
+  one-off work; again on resume), and ``run_round`` until ``done``; ``save_checkpoint``
+  whenever wanted and ``results`` at the end. ``run_experiment`` is a loop over it that
+  adds the run directory's files; tests and benchmarks can step it directly.
 
-  tf.keras.utils.set_random_seed(config.seed)
-  eval_model = method.setup.model_fn()
-  state = process.set_model_weights(process.initialize(), _keras_weights(eval_model))
-  store = ClientStateStore()
-  history = []
-  start = 1
-  earlier_parts = []  # Where the rounds before this process's ran (resumed runs).
-  ckpt_dir = os.path.join(out_dir, 'checkpoints')
-  identity = checkpoint.identity_of(config, [w.shape for w in eval_model.get_weights()])
-  if resume:
-    loaded = checkpoint.load(ckpt_dir, state, identity, fl.rounds)
-    if loaded is not None:
-      done, state, store, history, earlier_parts = loaded
-      start = done + 1
-  extra = method.prepare(data, store)  # Deterministic: a resumed run redoes it identically.
-  extra.update(_label_correction_report(data, store))
-  extra.update(_label_issue_report(data, store))
-  os.makedirs(out_dir, exist_ok=True)
-  writer = tf.summary.create_file_writer(os.path.join(out_dir, 'tb'))
-  show = sys.stderr.isatty() if progress is None else progress
-  bar = tqdm.tqdm(total=fl.rounds, initial=start - 1, disable=not show,
-                  desc=f'{config.method.name}', unit='round', file=sys.stderr)
-  log_lines = progress is None and not show
-  round_seconds = []  # This process's rounds, for the progress lines.
+  ``runtime``: what ``remote.on_workers`` yields (``{'workers': [...]}`` or ``{}``).
+  """
 
-  faults = config.faults
-  byzantine = faults_lib.byzantine_clients(ids, faults.byzantine, config.seed)
-  warned_no_reporters = False
+  def __init__(self, config: ExperimentConfig, runtime: Optional[dict] = None):
+    self.config = config
+    self.choices = validation.validate_experiment(config)
+    self.device = device_lib.select(config.device)  # Before any TensorFlow op runs.
+    spec = sources.DATASETS[config.data.dataset]
+    make_model_fn(config, spec.input_shape, spec.num_classes)  # Fits, before any data work.
+    self.data = federated_data.build_federated_data(config)
+    self.client_ids = list(self.data.client_ids)
+    self.clients_per_round = config.clients_per_round()
+    if self.clients_per_round > len(self.client_ids):
+      raise ConfigError(f'fl.clients_per_round: {self.clients_per_round} > '
+                        f'{len(self.client_ids)} clients')
+    self.method = build_method(config, self.data, self.choices)
+    self.process = self.method.process
+    runtime = runtime or {}
+    self.runtime = dict(runtime, **client_runtime.describe(self.process,
+                                                           bool(runtime.get('workers'))))
+    tf.keras.utils.set_random_seed(config.seed)
+    self.eval_model = self.method.setup.model_fn()
+    self.state = self.process.set_model_weights(self.process.initialize(),
+                                                _keras_weights(self.eval_model))
+    self.store = ClientStateStore()
+    self.history = []  # One record per round, from round 1 (a resumed run's included).
+    self.first_round = 1  # The first round this object runs.
+    self.earlier_parts = []  # Where the rounds before ``first_round`` ran (resumed runs).
+    self.identity = checkpoint.identity_of(
+        config, [w.shape for w in self.eval_model.get_weights()])
+    self.byzantine = faults_lib.byzantine_clients(self.client_ids, config.faults.byzantine,
+                                                  config.seed)
+    self.extra = None  # ``prepare``'s diagnostics (results.json ``extra``).
+    self._warned_no_reporters = False
 
-  def client_fault(cid: str, round_num: int) -> dict:
-    behaviour = faults.behaviour if cid in byzantine else None
-    return faults_lib.fault_spec(behaviour, faults.factor, faults.std,
-                                 faults_lib.noise_seed(config.seed, round_num, ids.index(cid)))
+  @property
+  def next_round(self) -> int:
+    return len(self.history) + 1
 
-  for round_num in range(start, fl.rounds + 1):
-    began = time.monotonic()
+  @property
+  def done(self) -> bool:
+    return self.next_round > self.config.fl.rounds
+
+  def resume_from(self, checkpoint_dir: str) -> bool:
+    """Continues from the newest usable checkpoint in ``checkpoint_dir`` (False: none).
+
+    Raises ``checkpoint.CheckpointError`` for a checkpoint of another run.
+    """
+    if self.history or self.extra is not None:
+      raise RuntimeError('resume_from comes before prepare and the first round')
+    loaded = checkpoint.load(checkpoint_dir, self.state, self.identity,
+                             self.config.fl.rounds)
+    if loaded is None:
+      return False
+    done, self.state, self.store, self.history, self.earlier_parts = loaded
+    self.first_round = done + 1
+    return True
+
+  def prepare(self) -> dict:
+    """The method's one-off work before its next round (deterministic: a resumed run
+    redoes it identically) and the truth scores of what it decided; ``extra``."""
+    self.extra = self.method.prepare(self.data, self.store)
+    self.extra.update(_label_correction_report(self.data, self.store))
+    self.extra.update(_label_issue_report(self.data, self.store))
+    return self.extra
+
+  def run_round(self) -> dict:
+    """Runs round ``next_round`` and returns its record (also appended to ``history``):
+    the sample, the method's hooks around ``run_round``, the truth scores of its
+    diagnostics and, when due, the global model's evaluation."""
+    if self.extra is None:
+      raise RuntimeError('call prepare before the first round')
+    config, method, store, data = self.config, self.method, self.store, self.data
+    fl, faults, ids = config.fl, config.faults, self.client_ids
+    round_num = self.next_round
     everyone = method.all_clients_in_round(round_num)
-    sampled = ids if everyone else sample_clients(ids, num_sampled, config.seed, round_num)
+    sampled = ids if everyone else sample_clients(ids, self.clients_per_round, config.seed,
+                                                  round_num)
     seeds = np.random.default_rng([config.seed, round_num, 1]).integers(2**31, size=len(sampled))
     dropped = [] if everyone else faults_lib.dropped_clients(sampled, faults.dropout,
                                                              config.seed, round_num)
@@ -375,7 +408,8 @@ def _run_experiment(config: ExperimentConfig, out_dir: str, resume: bool,
     weights = {}  # The update weight each client's work will use.
     record = {'round': round_num}
     started = time.time()
-    state, diagnostics = method.before_round(round_num, state, build_datasets, store)
+    self.state, diagnostics = method.before_round(round_num, self.state, build_datasets,
+                                                  store)
     record.update(_with_truth(diagnostics, data))
     datasets = build_clients()
     record.update(clients=list(datasets), skipped_empty_clients=len(sampled) - len(datasets),
@@ -383,44 +417,101 @@ def _run_experiment(config: ExperimentConfig, out_dir: str, resume: bool,
     fault_args = {}
     if faults.active():
       record.update(dropped_clients=dropped,
-                    byzantine_clients=[cid for cid in datasets if cid in byzantine])
-      fault_args['faults'] = [client_fault(cid, round_num) for cid in datasets]
+                    byzantine_clients=[cid for cid in datasets if cid in self.byzantine])
+      fault_args['faults'] = [self._client_fault(cid, round_num) for cid in datasets]
     if datasets:
-      client_states = [store.objective_state(cid, process.objective, data.y[cid])
+      client_states = [store.objective_state(cid, self.process.objective, data.y[cid])
                        for cid in datasets]
-      state, metrics, client_states, diagnostics = method.run_round(state, datasets,
-                                                                    client_states, **fault_args)
+      self.state, metrics, client_states, diagnostics = method.run_round(
+          self.state, datasets, client_states, **fault_args)
       for cid, client_state in zip(datasets, client_states):
         store.set_objective_state(cid, client_state)
       record.update(metrics)
       record.update(_with_truth(diagnostics, data))
-      record.update(_with_truth(method.report(round_num, state, store), data))
-      state, diagnostics = method.after_round(round_num, state, metrics)
+      record.update(_with_truth(method.report(round_num, self.state, store), data))
+      self.state, diagnostics = method.after_round(round_num, self.state, metrics)
       record.update(diagnostics)
       if metrics['train_loss'] is None:
         warn(f'round {round_num}: every client update was non-finite and rejected; the '
-              'model did not change (train_loss and train_accuracy are null)')
+             'model did not change (train_loss and train_accuracy are null)')
     else:
       record['no_reporters'] = True
-      if not warned_no_reporters:
-        warned_no_reporters = True
+      if not self._warned_no_reporters:
+        self._warned_no_reporters = True
         warn(f'round {round_num}: no client reported ({len(dropped)} dropped out, '
              f'{len(sampled) - len(datasets)} had no data), so the model did not change; '
              'later rounds like this are only recorded (no_reporters: true in results.json)')
     record['seconds'] = time.time() - started
     record['wall_time'] = time.time()
     if round_num % fl.eval_every == 0 or round_num == fl.rounds:
-      process.get_model_weights(state).assign_weights_to(eval_model)
-      record.update(evaluate(eval_model, data.x_test, data.y_test))
-    history.append(record)
+      self.process.get_model_weights(self.state).assign_weights_to(self.eval_model)
+      record.update(evaluate(self.eval_model, data.x_test, data.y_test))
+    self.history.append(record)
+    return record
+
+  def _client_fault(self, cid: str, round_num: int) -> dict:
+    faults = self.config.faults
+    behaviour = faults.behaviour if cid in self.byzantine else None
+    return faults_lib.fault_spec(behaviour, faults.factor, faults.std, faults_lib.noise_seed(
+        self.config.seed, round_num, self.client_ids.index(cid)))
+
+  def runtime_parts(self) -> list:
+    """Where each part of the run so far trained (results.json ``runtime_parts``)."""
+    return _runtime_parts(self.earlier_parts, self.runtime, self.first_round,
+                          len(self.history))
+
+  def save_checkpoint(self, checkpoint_dir: str) -> None:
+    """Checkpoints the rounds run so far (``checkpoint.save``)."""
+    checkpoint.save(checkpoint_dir, len(self.history), self.state, self.store,
+                    self.history, self.identity, self.runtime_parts())
+
+  def final_weights(self) -> list:
+    """The global model's weights, in Keras order (``final_weights.npz``)."""
+    self.process.get_model_weights(self.state).assign_weights_to(self.eval_model)
+    return self.eval_model.get_weights()
+
+  def results(self) -> results_lib.Results:
+    """What results.json keeps of the run so far."""
+    config, data = self.config, self.data
+    return results_lib.Results(
+        config=config.to_dict(), data_hash=config.data_hash(), method=config.method.name,
+        params=dataclasses.asdict(self.choices.method_params), rounds=self.history,
+        client_noise_rates={cid: float(r) for cid, r in zip(self.client_ids,
+                                                            data.noise_rates)},
+        client_flip_kinds=dict(zip(self.client_ids, noise_lib.client_flip_kinds(
+            len(self.client_ids), config.noise) or ())),
+        extra=self.extra, device=self.device, runtime=self.runtime,
+        byzantine_clients=self.byzantine, runtime_parts=self.runtime_parts())
+
+
+def _run_experiment(config: ExperimentConfig, out_dir: str, resume: bool,
+                    progress: Optional[bool], runtime: dict) -> results_lib.Results:
+  """``run_experiment`` in the TFF runtime ``runtime`` describes (results.json keeps it)."""
+  simulation = Simulation(config, runtime)
+  fl = config.fl
+  ckpt_dir = os.path.join(out_dir, 'checkpoints')
+  if resume:
+    simulation.resume_from(ckpt_dir)
+  simulation.prepare()
+  os.makedirs(out_dir, exist_ok=True)
+  writer = tf.summary.create_file_writer(os.path.join(out_dir, 'tb'))
+  show = sys.stderr.isatty() if progress is None else progress
+  start = simulation.next_round
+  bar = tqdm.tqdm(total=fl.rounds, initial=start - 1, disable=not show,
+                  desc=f'{config.method.name}', unit='round', file=sys.stderr)
+  log_lines = progress is None and not show
+  round_seconds = []  # This process's rounds, for the progress lines.
+  while not simulation.done:
+    began = time.monotonic()
+    record = simulation.run_round()
+    round_num = record['round']
     with writer.as_default(step=round_num):
       for key in ('train_loss', 'train_accuracy', 'test_accuracy', 'test_macro_f1'):
         if record.get(key) is not None:
           tf.summary.scalar(key, record[key])
     if (round_num % fl.checkpoint_every == 0 or round_num == fl.rounds
-        or runtime.get('workers')):
-      checkpoint.save(ckpt_dir, round_num, state, store, history, identity,
-                      _runtime_parts(earlier_parts, runtime, start, round_num))
+        or simulation.runtime.get('workers')):
+      simulation.save_checkpoint(ckpt_dir)
     bar.set_postfix(acc=record.get('test_accuracy', float('nan')),
                     s_per_round=round(record['seconds'], 2))
     bar.update(1)
@@ -431,16 +522,7 @@ def _run_experiment(config: ExperimentConfig, out_dir: str, resume: bool,
             file=sys.stderr, flush=True)
   bar.close()
   writer.close()
-
-  process.get_model_weights(state).assign_weights_to(eval_model)
-  results_lib.save_final_weights(out_dir, eval_model.get_weights())
-  results = results_lib.Results(
-      config=config.to_dict(), data_hash=config.data_hash(), method=config.method.name,
-      params=dataclasses.asdict(choices.method_params), rounds=history,
-      client_noise_rates={cid: float(r) for cid, r in zip(ids, data.noise_rates)},
-      client_flip_kinds=dict(zip(ids, noise_lib.client_flip_kinds(len(ids), config.noise)
-                                 or ())),
-      extra=extra, device=device, runtime=runtime, byzantine_clients=byzantine,
-      runtime_parts=_runtime_parts(earlier_parts, runtime, start, fl.rounds))
+  results_lib.save_final_weights(out_dir, simulation.final_weights())
+  results = simulation.results()
   results_lib.write(out_dir, results)
   return results
