@@ -69,7 +69,7 @@ def test_shared_groups_are_one_class():
     ('maskedoptim', {'alpha': -0.5}, 'method.params.alpha: needs a number >= 0, got -0.5'),
     ('maskedoptim', {'beta': -0.1}, 'method.params.beta: needs a number >= 0'),
     ('maskedoptim', {'loss_variant': 'torch'},
-     "method.params.loss_variant: needs 'paper' or 'code', got 'torch'"),
+     "method.params.loss_variant: needs 'paper', 'code' or 'code_v1', got 'torch'"),
     ('maskedoptim', {'mask': 'no'}, "method.params.mask: needs true or false, got 'no'"),
     ('maskedoptim', {'gmm_fits': 0}, 'method.params.gmm_fits: needs an integer >= 1, got 0'),
     ('maskedoptim', {'logit_clip': 0}, 'method.params.logit_clip: needs a number > 0, got 0'),
@@ -96,8 +96,10 @@ def test_bad_parameters_name_the_field(name, params, match):
 def test_maskedoptim_beta_defaults_to_the_variants():
   assert methods.resolve_params('maskedoptim', {}, rounds=100).beta_value() == 0.1
   code = methods.resolve_params('maskedoptim', {'loss_variant': 'code'}, rounds=100)
-  assert code.beta_value() == 0.2
-  assert methods.resolve_params('maskedoptim', {'beta': 0.3, 'loss_variant': 'code'},
+  assert code.beta_value() == 0.1  # The released code now uses the paper's beta.
+  first = methods.resolve_params('maskedoptim', {'loss_variant': 'code_v1'}, rounds=100)
+  assert first.beta_value() == 0.2
+  assert methods.resolve_params('maskedoptim', {'beta': 0.3, 'loss_variant': 'code_v1'},
                                 rounds=100).beta_value() == 0.3
 
 

@@ -11,9 +11,14 @@ Noisy clients (§2.3) learn per-sample label logits ỹ [n, C], initialised to K
   L_i = L_c + α L_comp + β m_i H(p), where L_c = -Σ y^d log p, L_comp = -log y^d_ŷ,
   H(p) = -Σ p log p and m_i = 1 for the ⌈τ|B|⌉ samples of the batch with the smallest
   L_c (stop-gradient; ties: the lower index first), else 0;
-- ``variant='code'`` (the released code, spec §8.1): the logits are first clipped
-  (LogitClip: z ← z / (‖z‖ + 1e-7) / τ_c where ‖z‖ + 1e-7 > τ_c, τ_c = 1), and
-  L_i = KL(p ‖ y^d)/C + α m_i L_comp + β H(p)/C with m_i = [argmax p = ŷ]; τ is unused.
+- ``variant='code'`` (the released code's current commit a8e8e55, spec §8.1):
+  L_i = KL(p ‖ y^d)/C + α m_i L_comp + β H(p)/C with m_i = 1 for the ⌊τ|B|⌋ samples of the
+  batch with the smallest cross-entropy −log p_ŷ against the *observed* label
+  (stop-gradient; ties: the lower index first), the entropy term unmasked;
+- ``variant='code_v1'`` (the released code's first commit 537361f, which the README's
+  earlier measurements used): the logits are first clipped (LogitClip: z ← z / (‖z‖ +
+  1e-7) / τ_c where ‖z‖ + 1e-7 > τ_c, τ_c = 1), and the same loss with m_i = [argmax p =
+  ŷ]; τ is unused.
 
 ``mask=False`` sets every m_i to 1 (the no-mask ablation). The label logits take a plain
 gradient step on the batch-mean loss, ỹ ← ỹ − η ∇_ỹ mean_B L (η = 1000); after local
@@ -31,7 +36,7 @@ import scipy.special
 from tff_noisy.ops import common
 
 PRIOR_FLOOR = 1e-8
-VARIANTS = ('paper', 'code')
+VARIANTS = ('paper', 'code', 'code_v1')
 LABEL_SCALE = 10.0  # K [C].
 CLIP_EPS = 1e-7  # LogitClip's norm offset [C].
 
@@ -61,19 +66,22 @@ def initial_label_logits(labels, num_classes: int, scale: float = LABEL_SCALE) -
   return (scale * np.eye(num_classes, dtype=np.float32)[labels]).astype(np.float32)
 
 
-def keep_count(batch_size: int, tau: float) -> int:
-  """⌈τ|B|⌉, at least 1 for a non-empty batch (1e-9 absorbs τ|B|'s rounding)."""
+def keep_count(batch_size: int, tau: float, floor: bool = False) -> int:
+  """⌈τ|B|⌉, at least 1 for a non-empty batch (1e-9 absorbs τ|B|'s rounding); with
+  ``floor``, the released code's int(τ|B|) (⌊τ|B|⌋ of the float64 product, 0 allowed)."""
   if not 0 < tau <= 1:
     raise ValueError(f'tau must be in (0, 1], got {tau}')
   if batch_size <= 0:
     return 0
+  if floor:
+    return int(np.floor(tau * batch_size))
   return int(min(batch_size, max(1, np.ceil(tau * batch_size - 1e-9))))
 
 
-def smallest_loss_mask(losses, tau: float) -> np.ndarray:
-  """1.0 on the ⌈τ|B|⌉ smallest ``losses`` [B] (lower index first on ties), else 0."""
+def smallest_loss_mask(losses, tau: float, floor: bool = False) -> np.ndarray:
+  """1.0 on the ``keep_count`` smallest ``losses`` [B] (lower index first on ties)."""
   losses = np.asarray(losses)
-  keep = np.argsort(losses, kind='stable')[:keep_count(len(losses), tau)]
+  keep = np.argsort(losses, kind='stable')[:keep_count(len(losses), tau, floor)]
   mask = np.zeros(len(losses))
   mask[keep] = 1.0
   return mask
@@ -89,10 +97,10 @@ def logit_clip(logits, tau_c: float = 1.0) -> np.ndarray:
 def loss_terms(logits, label_logits, labels, *, tau: float = 0.8, mask: bool = True,
                variant: str = 'paper', clip: float = 1.0) -> dict:
   """Per-example terms [B]: ``cls`` (L_c or KL), ``comp``, ``entropy``, ``mask``, and
-  ``probs`` (p, after LogitClip in the code variant) [B, C]."""
+  ``probs`` (p, after LogitClip in the code_v1 variant) [B, C]."""
   _check_variant(variant)
   logits = np.asarray(logits, np.float64)
-  if variant == 'code':
+  if variant == 'code_v1':
     logits = logit_clip(logits, clip)
   labels = np.asarray(labels)
   log_p = scipy.special.log_softmax(logits, axis=-1)
@@ -106,7 +114,13 @@ def loss_terms(logits, label_logits, labels, *, tau: float = 0.8, mask: bool = T
     m = smallest_loss_mask(cls, tau) if mask else np.ones(len(labels))
   else:
     cls = np.sum(p * (log_p - log_yd), axis=-1)
-    m = (np.argmax(p, axis=-1) == labels).astype(np.float64) if mask else np.ones(len(labels))
+    if not mask:
+      m = np.ones(len(labels))
+    elif variant == 'code':
+      observed_ce = -np.take_along_axis(log_p, labels[:, None], axis=1)[:, 0]
+      m = smallest_loss_mask(observed_ce, tau, floor=True)
+    else:
+      m = (np.argmax(p, axis=-1) == labels).astype(np.float64)
   return {'cls': cls, 'comp': comp, 'entropy': entropy, 'mask': m, 'probs': p, 'yd': yd}
 
 

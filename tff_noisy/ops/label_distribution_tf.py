@@ -32,19 +32,23 @@ def logit_adjusted_cross_entropy(labels, logits, log_prior):
       labels=tf.cast(labels, tf.int32), logits=logits + log_prior)
 
 
-def keep_count(batch_size, tau: float):
-  """⌈τ|B|⌉ in [1, |B|] (int32), computed in float64 like the NumPy twin."""
+def keep_count(batch_size, tau: float, floor: bool = False):
+  """⌈τ|B|⌉ in [1, |B|] (int32), or with ``floor`` ⌊τ|B|⌋, computed in float64 like the
+  NumPy twin."""
   batch = tf.cast(batch_size, tf.float64)
+  if floor:
+    return tf.cast(tf.math.floor(batch * tau), tf.int32)
   kept = tf.math.ceil(batch * tau - 1e-9)
   return tf.cast(tf.clip_by_value(kept, tf.minimum(tf.constant(1.0, tf.float64), batch),
                                    batch), tf.int32)
 
 
-def smallest_loss_mask(losses, tau: float):
-  """1.0 on the ⌈τ|B|⌉ smallest ``losses`` [B] (lower index first on ties), no gradient."""
+def smallest_loss_mask(losses, tau: float, floor: bool = False):
+  """1.0 on the ``keep_count`` smallest ``losses`` [B] (lower index first on ties), no
+  gradient."""
   losses = tf.stop_gradient(losses)
   size = tf.shape(losses)[0]
-  keep = tf.math.top_k(-losses, k=keep_count(size, tau), sorted=True).indices
+  keep = tf.math.top_k(-losses, k=keep_count(size, tau, floor), sorted=True).indices
   return tf.scatter_nd(keep[:, None], tf.ones(tf.shape(keep), losses.dtype), [size])
 
 
@@ -61,7 +65,7 @@ def label_distribution_loss(labels, logits, label_logits, *, alpha: float = 0.5,
   if variant not in VARIANTS:
     raise ValueError(f"variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
   labels = tf.cast(labels, tf.int32)
-  if variant == 'code':
+  if variant == 'code_v1':
     logits = logit_clip(logits, clip)
   log_p = tf.nn.log_softmax(logits)
   p = tf.exp(log_p)
@@ -74,10 +78,12 @@ def label_distribution_loss(labels, logits, label_logits, *, alpha: float = 0.5,
     return cls + alpha * comp + beta * m * entropy
   num_classes = tf.cast(tf.shape(logits)[-1], logits.dtype)
   cls = tf.reduce_sum(p * (log_p - log_yd), axis=-1)
-  if mask:
-    m = tf.cast(tf.equal(tf.argmax(p, axis=-1, output_type=tf.int32), labels), p.dtype)
-  else:
+  if not mask:
     m = tf.ones_like(cls)
+  elif variant == 'code':
+    m = smallest_loss_mask(-tf.gather(log_p, labels, batch_dims=1), tau, floor=True)
+  else:
+    m = tf.cast(tf.equal(tf.argmax(p, axis=-1, output_type=tf.int32), labels), p.dtype)
   return cls / num_classes + alpha * m * comp + beta * entropy / num_classes
 
 
