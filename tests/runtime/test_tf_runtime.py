@@ -115,11 +115,13 @@ def test_one_round_equals_tff(tmp_path):
 @pytest.mark.parametrize('aggregator', ['mean', 'geometric_median'])
 @pytest.mark.parametrize('method', sorted(METHODS))
 def test_every_method_one_round_equals_tff(tmp_path, method, aggregator):
-  """Within 1e-5 of the largest weight; LSC within 2e-5: the same kernel on both, but
+  """Within 1e-5 of the largest weight; LSC within 4e-5: the same kernel on both, but
   its contrastive term's exp(similarity / temperature) magnifies the rounding
   differences between TFF's statically linked TensorFlow and this process's (measured
-  1.4e-5 on 19 of 2,048 weights; 1.6e-5 on 21 with oneDNN off)."""
-  tolerance = 2e-5 if method == 'lsc' else 1e-5
+  1.4e-5 on 19 of 2,048 weights; 1.6e-5 on 21 with oneDNN off; 2.6e-5 on 12 on a
+  machine whose CPU has AMX, the same at 837e115, so the machine's kernels, not a
+  change, set it)."""
+  tolerance = 4e-5 if method == 'lsc' else 1e-5
   (want,) = one_round(tmp_path, 'tff', method, aggregator)
   for got in one_round(tmp_path, 'tf', method, aggregator, stacks=(True, False)):
     _assert_same_round(want, got, tolerance)
