@@ -212,11 +212,12 @@ def config_defaults() -> str:
   as YAML, each with the ``# comment`` beside its field in ``config.py`` (the README's
   configuration block is this text; a test keeps them equal)."""
   defaults = config_lib.ExperimentConfig()
+  top_comments = field_comments(config_lib.ExperimentConfig)
   lines = []
   for field in dataclasses.fields(defaults):
     value = getattr(defaults, field.name)
     if not dataclasses.is_dataclass(value):
-      comment = field_comments(config_lib.ExperimentConfig).get(field.name)
+      comment = top_comments.get(field.name)
       lines.append(f'{field.name}: {value_text(value)}' + (f'  # {comment}' if comment else ''))
       continue
     lines.append(f'{field.name}:')

@@ -123,9 +123,11 @@ class TrainingModule(tf.Module):
         optimizer.initialize(self._trainable_specs))
     self.weight_sum = tf.Variable(0.0, trainable=False, name='weight_sum')
     self.num_examples = tf.Variable(0, dtype=tf.int32, trainable=False, name='num_examples')
-    # The objective's context and the server's hparams, as the device holds them.
+    # The objective's context and the server's hparams, as the device holds them, and the
+    # values a round starts from.
+    self._held_initial = {**objective.device_context, **objective.hparams}
     self.held = {name: tf.Variable(value, trainable=False, name=name)
-                 for name, value in {**objective.device_context, **objective.hparams}.items()}
+                 for name, value in self._held_initial.items()}
     self.has_context = bool(objective.device_context)
     input_shape = tuple(model.inputs[0].shape[1:])
     x_spec = tf.TensorSpec([None, *input_shape], tf.float32, name='x')
@@ -158,7 +160,7 @@ class TrainingModule(tf.Module):
                           self.optimizer.initialize(self._trainable_specs))
     self.weight_sum.assign(0.0)
     self.num_examples.assign(0)
-    for name, value in {**self.objective.device_context, **self.objective.hparams}.items():
+    for name, value in self._held_initial.items():
       self.held[name].assign(value)
     return {'restored': tf.constant(len(weights), tf.int32)}
 
@@ -178,8 +180,7 @@ class TrainingModule(tf.Module):
     self.num_examples.assign_add(tf.shape(y)[0])
     predicted = tf.argmax(logits, axis=-1, output_type=tf.int32)
     correct = tf.reduce_sum(tf.cast(tf.equal(predicted, y), tf.float32))
-    return {'loss': loss, 'loss_sum': tf.reduce_sum(per_example),
-            'correct': correct}
+    return {'loss': loss, 'loss_sum': tf.reduce_sum(per_example), 'correct': correct}
 
   def _upload(self):
     update, non_finite = client_step.zero_if_any_non_finite(
@@ -207,8 +208,7 @@ class TrainingModule(tf.Module):
     return outputs
 
   def _set_context(self, *values):
-    names = list(self.objective.device_context) + list(self.objective.hparams)
-    for name, value in zip(names, values):
+    for name, value in zip(self._held_initial, values):
       self.held[name].assign(value)
     return self._held(self.objective.device_context)
 

@@ -28,17 +28,23 @@ def build_client_statistic(model_fn, element_spec, statistic: Statistic):
 
   @tff.tensorflow.computation(weights_type, data_type)
   def client_statistic(weights, dataset):
-    model = model_fn()
-
-    @tf.function  # Orders the weight assignment before the statistic's forward passes.
-    def evaluate(weights, dataset):
-      tf.nest.map_structure(lambda v, t: v.assign(t), client_work.model_weights_of(model),
-                            weights)
-      return statistic(model, dataset)
-
-    return evaluate(weights, dataset)
+    return _with_weights(model_fn(), statistic)(weights, dataset)
 
   return client_statistic
+
+
+def _with_weights(model: tf.keras.Model, statistic: Statistic):
+  """``tf.function (weights, dataset) -> statistic(model, dataset)`` with ``weights``
+  assigned to ``model`` first (the function orders the assignment before the statistic's
+  forward passes)."""
+  variables = client_work.model_weights_of(model)
+
+  @tf.function
+  def evaluate(weights, dataset):
+    tf.nest.map_structure(lambda v, t: v.assign(t), variables, weights)
+    return statistic(model, dataset)
+
+  return evaluate
 
 
 def build_probe(model_fn, element_spec, statistic: Statistic, in_process: bool = False):
@@ -61,13 +67,7 @@ def build_probe(model_fn, element_spec, statistic: Statistic, in_process: bool =
 
 def _in_process_probe(model_fn, statistic: Statistic):
   """``build_probe``'s computation in this process: one model, one traced function."""
-  model = model_fn()
-  variables = client_work.model_weights_of(model)
-
-  @tf.function  # Orders the weight assignment before the statistic's forward passes.
-  def evaluate(weights, dataset):
-    tf.nest.map_structure(lambda v, t: v.assign(t), variables, weights)
-    return statistic(model, dataset)
+  evaluate = _with_weights(model_fn(), statistic)
 
   def probe(weights, client_data: list) -> list:
     weights = tf.nest.map_structure(tf.convert_to_tensor, weights)

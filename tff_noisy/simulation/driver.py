@@ -4,8 +4,9 @@
 learning process once; each ``run_round`` samples clients uniformly without replacement,
 runs the method's round on their datasets and evaluates the global model on the test
 split. ``run_experiment(config, out_dir)`` steps it to the last round and writes the
-run directory (checkpoints, TensorBoard, results). All randomness of round r derives from (seed, r), so a resumed run
-continues with exactly the samples and data order of an uninterrupted one.
+run directory (checkpoints, TensorBoard, results). All randomness of round r derives from
+(seed, r), so a resumed run continues with exactly the samples and data order of an
+uninterrupted one.
 
 Simulated faults (``faults:``, ``ops.faults``): the round's dropouts are removed from its
 sample before their data is built (none in a round the method needs every client in),
@@ -212,14 +213,6 @@ def _element_spec(data, fields: dict, batch_size: int):
   extras = {name: np.zeros((1, *shape), dtype) for name, (dtype, shape) in fields.items()}
   return client_dataset(data.x[first][:1], data.y[first][:1], batch_size, 0,
                         extras).element_spec
-
-
-def _runtime_parts(earlier: list, runtime: dict, first: int, last: int) -> list:
-  """``earlier`` parts of a run plus this process's: rounds ``first``..``last`` on
-  ``runtime`` (results.json ``runtime_parts``)."""
-  if first > last:  # Resumed after its last round: nothing ran here.
-    return list(earlier)
-  return list(earlier) + [dict(rounds=[first, last], **runtime)]
 
 
 def build_method(config: ExperimentConfig, data,
@@ -456,9 +449,12 @@ class Simulation:
         self.config.seed, round_num, self.client_ids.index(cid)))
 
   def runtime_parts(self) -> list:
-    """Where each part of the run so far trained (results.json ``runtime_parts``)."""
-    return _runtime_parts(self.earlier_parts, self.runtime, self.first_round,
-                          len(self.history))
+    """Where each part of the run so far trained (results.json ``runtime_parts``): the
+    earlier parts, then rounds ``first_round``..now on ``runtime``, if any ran here."""
+    if self.first_round > len(self.history):  # Resumed after its last round.
+      return list(self.earlier_parts)
+    return self.earlier_parts + [dict(rounds=[self.first_round, len(self.history)],
+                                      **self.runtime)]
 
   def save_checkpoint(self, checkpoint_dir: str) -> None:
     """Checkpoints the rounds run so far (``checkpoint.save``)."""

@@ -68,11 +68,8 @@ def claim(out_dir: str, *, resume: bool = False, overwrite: bool = False):
           shutil.rmtree(target)
         elif os.path.lexists(target):
           os.remove(target)
+    failed = True  # Until the block returns: an exception leaves it set.
     yield
-  except BaseException:
-    failed = True
-    raise
-  else:
     failed = False
   finally:
     with contextlib.suppress(FileNotFoundError):

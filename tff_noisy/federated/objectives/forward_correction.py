@@ -49,6 +49,12 @@ def inference_pass(predict, dataset, num_classes: int):
   return tf.reshape(logits.concat(), [-1, num_classes]), tf.reshape(labels.concat(), [-1])
 
 
+def _own_label_accuracy(logits, labels):
+  """The received model's accuracy on the client's own (noisy) labels (Eq. 2's signal)."""
+  hits = tf.cast(tf.equal(tf.argmax(logits, axis=1), labels), tf.float32)
+  return tf.reduce_sum(hits) / tf.maximum(tf.cast(tf.size(hits), tf.float32), 1.0)
+
+
 class ForwardCorrectionObjective(ClientObjective):
   """Cross-entropy, then the forward-corrected loss with the client's own Q^k."""
 
@@ -101,8 +107,7 @@ class ForwardCorrectionObjective(ClientObjective):
 
     def measure():
       logits, labels = inference_pass(predict, dataset, self.num_classes)
-      hits = tf.cast(tf.equal(tf.argmax(logits, axis=1), labels), tf.float32)
-      accuracy = tf.reduce_sum(hits) / tf.maximum(tf.cast(tf.size(hits), tf.float32), 1.0)
+      accuracy = _own_label_accuracy(logits, labels)
       return tf.cond(corrected, lambda: self.estimate(tf.nn.softmax(logits), labels),
                      lambda: skipped) + (accuracy,)
 
@@ -123,8 +128,7 @@ class ForwardCorrectionObjective(ClientObjective):
     estimated (``estimated``, before prior compensation) to test it."""
     logits = predict(x)
     labels = tf.cast(y, tf.int64)
-    hits = tf.cast(tf.equal(tf.argmax(logits, axis=1), labels), tf.float32)
-    accuracy = tf.reduce_sum(hits) / tf.maximum(tf.cast(tf.size(hits), tf.float32), 1.0)
+    accuracy = _own_label_accuracy(logits, labels)
 
     def estimate():
       estimated, clipped = self._estimated(tf.nn.softmax(logits), labels)
