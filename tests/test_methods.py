@@ -4,24 +4,28 @@ import dataclasses
 import pytest
 
 from tff_noisy import methods
+from tff_noisy.embeddings.params import EncoderParams
 from tff_noisy.errors import ConfigError
-from tff_noisy.federated import algorithms
+from tff_noisy.methods import base
+from tff_noisy.methods import fedds
+from tff_noisy.methods import fedln
+from tff_noisy.methods.common import ProximalParams
 
 
 @pytest.mark.parametrize('name', sorted(methods.METHODS))
 def test_every_registered_method_resolves_to_its_algorithm(name):
-  method_cls = algorithms.method_class(name)
-  assert issubclass(method_cls, algorithms.Method)
+  method_cls = methods.method_class(name)
+  assert issubclass(method_cls, base.Method)
   params = methods.resolve_params(name, {}, rounds=100)
   assert isinstance(params, methods.METHODS[name].params)
 
 
 def test_shared_groups_are_one_class():
-  assert issubclass(methods.FedLNParams, methods.NNCParams)
-  assert issubclass(methods.FedLNParams, methods.NoiseAwareParams)
-  assert issubclass(methods.NNCParams, methods.EncoderParams)
-  assert issubclass(methods.FedDSProxParams, methods.ProximalParams)
-  fields = [f.name for f in dataclasses.fields(methods.FedLNParams)]
+  assert issubclass(fedln.FedLNParams, fedln.NNCParams)
+  assert issubclass(fedln.FedLNParams, fedln.NoiseAwareParams)
+  assert issubclass(fedln.NNCParams, EncoderParams)
+  assert issubclass(fedds.FedDSProxParams, ProximalParams)
+  fields = [f.name for f in dataclasses.fields(fedln.FedLNParams)]
   assert len(fields) == len(set(fields))
 
 

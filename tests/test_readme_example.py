@@ -11,7 +11,6 @@ import tensorflow as tf
 from tff_noisy import catalog
 from tff_noisy import methods
 from tff_noisy.errors import ConfigError
-from tff_noisy.federated import algorithms
 
 _README = os.path.join(os.path.dirname(__file__), '..', 'README.md')
 
@@ -35,7 +34,7 @@ def taylor(tmp_path, monkeypatch):
 
 
 def test_readme_method_registers_validates_and_computes_its_loss(taylor):
-  assert algorithms.method_class('taylor_ce') is taylor.Taylor
+  assert methods.method_class('taylor_ce') is taylor.Taylor
   assert methods.resolve_params('taylor_ce', {}, rounds=5).order == 2
   with pytest.raises(ConfigError, match='method.params.order: needs an integer >= 1'):
     methods.resolve_params('taylor_ce', {'order': 0}, rounds=5)

@@ -58,7 +58,8 @@ def _write(path, method, accuracies, seed=0, rho=0.5, extra=None, params=None,
   config['method'] = {'name': method, 'params': params or {}}
   results_lib.write(str(path), results_lib.Results(
       config=config, data_hash=data_hash, method=method, params=params or {},
-      rounds=rounds, client_noise_rates=dict(_RATES), extra=extra or {}))
+      rounds=rounds, client_noise_rates=dict(_RATES), extra=extra or {},
+      client_sizes=dict(_SIZES)))
   return json.loads((path / results_lib.RESULTS_FILE).read_text())
 
 
@@ -116,7 +117,7 @@ def test_report_of_a_run_with_noise_estimates_and_label_correction(tmp_path, cap
   assert '| label correction' not in text
   assert '| fedln | seed 0 | 360 | 0.250 | 0.800 | 0.300 | 0.120 | 0.600 | n/a |' in text
   assert 'k=10, nu=75.0' in text and '| fedln | `noise_threshold` | nnc_encoder pca-abc |' in text
-  # Sizes from the label correction's counts; the truth summary.
+  # Sizes as recorded (client_sizes); the truth summary.
   assert '| 0 | `d0` | 4 | 3 of 4 | 0.275 | 0.000 / 0.250 / 0.600 | 60 / 90 / 120 ' in text
   for absent in ('## Prestopping', '## LSC', '## Noisy-client detection', '## Runs',
                  'lock file'):
@@ -154,7 +155,7 @@ def test_report_of_a_compare(tmp_path):
   assert '### fedds: reliability' in text and 'mean over the 11 rounds' in text
   assert f'| seed 0 | 4 | {r:.3f} | 0.900 |' in text
   assert f'| seed 0 | 4 | {r:.3f} |\n' in text  # The weights are proportional to them.
-  # FedAvg's update weights are its clients' sizes; plain FedAvg has no estimates.
+  # The recorded client sizes; plain FedAvg has no estimates.
   assert '60 / 90 / 120 (4 clients, 360 examples)' in text
   assert '### fedavg' not in text
   for absent in ('## Label correction', '## Prestopping', '## LSC'):

@@ -26,7 +26,11 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
+from tff_noisy import methods as registry
 from tff_noisy.errors import UserError
+from tff_noisy.reporting import (Estimate, Run, Writer, client_values, mean_std, num, pct,
+                                 pearson, plot_scatter, pyplot, save, scalars, seed_label,
+                                 slug, weights_estimate)
 from tff_noisy.simulation import results as results_lib
 from tff_noisy.simulation import run_dir
 
@@ -36,36 +40,15 @@ _LOCK = run_dir.LOCK_FILE
 _RUN_OUTPUTS = (_RESULTS, 'metrics.csv', 'final_weights.npz', 'checkpoints', 'tb', _LOCK)
 _SEED_DIR = re.compile(r'seed(\d+)$')
 _CHECKPOINT_DIR = re.compile(r'round_(\d+)$')
-# Round-record keys every run writes, and those a section below reads.
+# Round-record keys every run writes (a method's report sections declare the keys they read).
 _STANDARD_KEYS = {'round', 'seconds', 'wall_time', 'clients', 'client_weights',
                   'skipped_empty_clients', 'non_finite_clients', 'update_rejected',
                   'train_loss', 'train_accuracy', 'train_client_mean_accuracy', 'aggregator',
-                  'test_accuracy', 'test_macro_f1'}
-_READ_KEYS = {'noise_estimates', 'noise_estimate_correlation', 'reliabilities',
-              'reliability_correlation', 'fedds_weights', 'prestop',
-              'transition_matrix_error', 'detection_truth', 'label_estimate_accuracy',
-              'noisy_clients'}
-_READ_EXTRA = {'label_correction', 'lsc'}
+                  'test_accuracy', 'test_macro_f1', 'test_class_accuracy'}
 
 
 class ReportError(UserError):
   """DIR is not something ``tff-noisy report`` can read."""
-
-
-@dataclasses.dataclass
-class Run:
-  """One run directory of the report."""
-  path: str                 # Relative to the report directory ('.' for a single run).
-  method: str
-  setting: Optional[str]    # The grid setting's directory name; None outside a grid.
-  seed: Optional[int]
-  results: Optional[dict]   # None: no results.json (running or interrupted).
-  checkpoint_round: Optional[int] = None
-  lock: Optional[str] = None
-
-  @property
-  def finished(self) -> bool:
-    return self.results is not None
 
 
 @dataclasses.dataclass
@@ -255,146 +238,36 @@ def _grid_missing(command, runs, settings) -> list:
 # --------------------------------------------------------------------------- numbers
 
 
-def pearson(x, y) -> Optional[float]:
-  """Pearson correlation; None with fewer than 2 points or a constant side."""
-  x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
-  if len(x) < 2 or x.std() == 0 or y.std() == 0:
-    return None
-  return float(np.corrcoef(x, y)[0, 1])
-
-
 def curve(results: dict) -> List[Tuple[int, float]]:
   """(round, test accuracy) of the evaluated rounds."""
   return [(r['round'], r['test_accuracy']) for r in results.get('rounds', [])
           if r.get('test_accuracy') is not None]
 
 
-def mean_std(values) -> Optional[Tuple[float, float, int]]:
-  """Mean and population std (as grid.csv) of the values that are not None."""
-  values = [v for v in values if v is not None]
-  if not values:
-    return None
-  return float(np.mean(values)), float(np.std(values)), len(values)
-
-
-def _pct(stats) -> str:
-  if stats is None:
-    return 'n/a'
-  mean, std, n = stats
-  return f'{100 * mean:.2f} ± {100 * std:.2f}' if n > 1 else f'{100 * mean:.2f}'
-
-
-def _num(value, digits=3) -> str:
-  if value is None or (isinstance(value, float) and not math.isfinite(value)):
-    return 'n/a'
-  if isinstance(value, bool) or isinstance(value, int):
-    return str(value)
-  if isinstance(value, float):
-    return f'{value:.{digits}f}'
-  return str(value)
-
-
-def _client_values(records, key) -> Dict[str, float]:
-  """Per-client mean over the rounds of a ``{client: value}`` diagnostic."""
-  sums, counts = {}, {}
-  for record in records:
-    for cid, value in (record.get(key) or {}).items():
-      if value is not None:
-        sums[cid] = sums.get(cid, 0.0) + float(value)
-        counts[cid] = counts.get(cid, 0) + 1
-  return {cid: sums[cid] / counts[cid] for cid in sorted(sums)}
-
-
-def _relative_weights(records) -> Dict[str, float]:
-  """Each client's aggregation weight over the mean of its round's, averaged over rounds.
-
-  From ``fedds_weights`` where recorded, else from ``client_weights`` when those are not
-  all whole numbers (whole numbers are example counts: plain FedAvg weighting).
-  """
-  rounds = []
-  if any(r.get('fedds_weights') for r in records):
-    rounds = [r['fedds_weights'] for r in records if r.get('fedds_weights')]
-  else:  # Only the rounds that weighted clients by more than their example counts.
-    rounds = [dict(zip(r.get('clients') or [], r.get('client_weights') or []))
-              for r in records
-              if any(w is not None and float(w) != round(float(w))
-                     for w in r.get('client_weights') or [])]
-  relative = []
-  for weights in rounds:
-    values = [float(w) for w in weights.values() if w is not None]
-    mean = float(np.mean(values)) if values else 0.0
-    if mean > 0:
-      relative.append({cid: float(w) / mean for cid, w in weights.items() if w is not None})
-  return _client_values([{'w': r} for r in relative], 'w')
-
-
 def client_sizes(results: dict) -> Dict[str, int]:
-  """Training examples per client where a run records them: the label correction's
-  per-client counts, or a FedAvg/FedProx run's update weights (its example counts)."""
-  per_client = ((results.get('extra') or {}).get('label_correction') or {}).get(
-      'per_client') or {}
-  sizes = {cid: int(r['num_examples']) for cid, r in per_client.items()
-           if r and r.get('num_examples') is not None}
-  if sizes or results.get('method') not in ('fedavg', 'fedprox'):
-    return sizes
-  for record in results.get('rounds', []):
-    for cid, weight in zip(record.get('clients') or [], record.get('client_weights') or []):
-      sizes.setdefault(cid, int(weight))
-  return dict(sorted(sizes.items()))
-
-
-@dataclasses.dataclass
-class Estimate:
-  """A per-client quantity a method estimated, to compare with the true noise rates."""
-  key: str
-  label: str
-  where: str
-  values: Dict[str, float]
-  recorded: Optional[Tuple[str, float]] = None  # (what, value) the run itself recorded.
+  """Training examples per client, where the run recorded them (``client_sizes``)."""
+  return {cid: int(n) for cid, n in (results.get('client_sizes') or {}).items()}
 
 
 def estimates(results: dict) -> List[Estimate]:
-  """The per-client estimates a run recorded (FedLN, FedDS, weighting methods)."""
-  records = results.get('rounds', [])
-  found = []
-  with_estimates = [r for r in records if r.get('noise_estimates')]
-  if with_estimates:
-    last = with_estimates[-1]
-    recorded = last.get('noise_estimate_correlation')
-    found.append(Estimate(
-        'noise_estimates', 'noise estimate', f'round {last["round"]}',
-        {cid: float(v) for cid, v in last['noise_estimates'].items() if v is not None},
-        None if recorded is None else ('correlation recorded by the run', recorded)))
-  with_reliabilities = [r for r in records if r.get('reliabilities')]
-  if with_reliabilities:
-    recorded = [r['reliability_correlation'] for r in with_reliabilities
-                if r.get('reliability_correlation') is not None]
-    found.append(Estimate(
-        'reliabilities', 'reliability', f'mean over the {len(with_reliabilities)} rounds '
-        'that estimated it', _client_values(with_reliabilities, 'reliabilities'),
-        ("the run's own r with 1 - noise rate (mean over rounds)",
-         float(np.mean(recorded))) if recorded else None))
-  flagged = [r for r in records if 'noisy_clients' in r]
-  if flagged and results.get('client_noise_rates'):  # Detection probes every client.
-    last = flagged[-1]
-    found.append(Estimate(
-        'noisy_clients', 'flagged as noisy (1) or not (0)', f'round {last["round"]}',
-        {cid: float(cid in (last['noisy_clients'] or [])) for cid in
-         sorted(results['client_noise_rates'])}))
-  weights = _relative_weights(records)
-  if weights:
-    found.append(Estimate('weights', 'relative aggregation weight',
-                          'weight / mean weight of its round, mean over rounds', weights))
+  """The per-client estimates a run recorded: its method's report sections' (noise
+  estimates, reliabilities, flags), and the relative aggregation weights when they were
+  more than example counts (client weights not all whole numbers)."""
+  found = [e for section in registry.report_sections() for e in section.estimates(results)]
+  if not any(e.key == 'weights' for e in found):
+    found += weights_estimate([
+        dict(zip(r.get('clients') or [], r.get('client_weights') or []))
+        for r in results.get('rounds', [])
+        if any(w is not None and float(w) != round(float(w))
+               for w in r.get('client_weights') or [])])
   return found
 
 
 def estimated_summary(results: dict) -> List[str]:
-  """What a run estimated, one line each, scored against the simulation's truth.
-
-  Per-client estimates as their Pearson r with the true noise rates, label correction as
-  the share of wrong labels before and after, FedEFC's switch round and matrix error,
-  MaskedOptim's detection and label estimates. Empty for a method that estimates nothing.
-  """
+  """What a run estimated, one line each, scored against the simulation's truth: each
+  per-client estimate as its Pearson r with the true noise rates, then the lines of its
+  method's report sections (label correction, switch round, detection, ...). Empty for a
+  method that estimates nothing."""
   lines = []
   rates = results.get('client_noise_rates') or {}
   for estimate in estimates(results):
@@ -403,59 +276,17 @@ def estimated_summary(results: dict) -> List[str]:
     if r is not None:
       lines.append(f'{estimate.label} vs true noise rate: r = {r:+.2f} over {len(cids)} '
                    'clients')
-  overall = ((results.get('extra') or {}).get('label_correction') or {}).get('overall')
-  if overall and overall.get('noise_before') is not None:
-    lines.append(f'label correction: wrong labels {overall["noise_before"]:.1%} -> '
-                 f'{overall["noise_after"]:.1%}')
-  records = results.get('rounds', [])
-  prestop = [r['prestop'] for r in records if r.get('prestop')]
-  if prestop:
-    switch = prestop[-1].get('switch_round')
-    lines.append('no switch to correction' if switch is None else
-                 f'switched to correction after round {switch}')
-  errors = [r['transition_matrix_error'] for r in records if r.get('transition_matrix_error')]
-  for name, report in (errors[0] if errors else {}).items():
-    lines.append(f'{name} transition matrices vs the true ones: mean cosine '
-                 f'{_num(report.get("mean_cosine"))}, mean L1 {_num(report.get("mean_l1"))}')
-  detection = [r['detection_truth'] for r in records if r.get('detection_truth')]
-  if detection:
-    last = detection[-1]
-    lines.append(f'noisy-client detection: {last.get("flagged")} flagged, '
-                 f'{last.get("truly_noisy")} truly noisy; precision '
-                 f'{_num(last.get("precision"))}, recall {_num(last.get("recall"))}')
-  labels = [r['label_estimate_accuracy'] for r in records if r.get('label_estimate_accuracy')]
-  if labels and labels[-1].get('accuracy') is not None:
-    last = labels[-1]
-    lines.append(f'labels on flagged clients: {last["observed_accuracy"]:.1%} right as '
-                 f'observed, {last["accuracy"]:.1%} as estimated')
-  return lines
+  return lines + [line for section in registry.report_sections()
+                  for line in section.summary(results)]
 
 
 # ---------------------------------------------------------------------------- figures
 
 
-def _pyplot():
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use('Agg')
-  from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
-  return plt
-
-
-def _slug(*parts) -> str:
-  text = '-'.join(str(p) for p in parts if p not in (None, ''))
-  return re.sub(r'[^A-Za-z0-9._-]+', '_', text)
-
-
-def _save(fig, path: str) -> None:
-  fig.tight_layout()
-  fig.savefig(path, dpi=100)
-  _pyplot().close(fig)
-
-
 def plot_accuracy(curves: Dict[str, List[List[Tuple[int, float]]]], title: str,
                   path: str) -> None:
   """Mean test accuracy per method; with several seeds a min-max band around it."""
-  plt = _pyplot()
+  plt = pyplot()
   fig, ax = plt.subplots(figsize=(6.5, 4))
   for method, runs in curves.items():
     rounds = sorted(set.intersection(*(set(r for r, _ in points) for points in runs)))
@@ -472,75 +303,10 @@ def plot_accuracy(curves: Dict[str, List[List[Tuple[int, float]]]], title: str,
   ax.set_title(title, fontsize=10)
   ax.grid(alpha=0.3)
   ax.legend(fontsize=8)
-  _save(fig, path)
-
-
-def plot_scatter(points: Dict[str, Tuple[list, list]], xlabel: str, ylabel: str,
-                 title: str, path: str, diagonal: bool) -> None:
-  """One series per label (a seed); ``diagonal`` draws y = x."""
-  plt = _pyplot()
-  fig, ax = plt.subplots(figsize=(5, 4))
-  for label, (x, y) in points.items():
-    ax.scatter(x, y, s=18, alpha=0.75, label=label)
-  if diagonal:
-    values = [v for x, y in points.values() for v in list(x) + list(y)]
-    low, high = min(values + [0.0]), max(values + [1e-9])
-    ax.plot([low, high], [low, high], color='gray', linestyle='--', linewidth=1)
-  ax.set_xlabel(xlabel)
-  ax.set_ylabel(ylabel)
-  ax.set_title(title, fontsize=10)
-  ax.grid(alpha=0.3)
-  if points:
-    ax.legend(fontsize=8)
-  _save(fig, path)
-
-
-def plot_prestop(series: Dict[str, Tuple[list, list, Optional[int]]], title: str,
-                 path: str) -> None:
-  plt = _pyplot()
-  fig, ax = plt.subplots(figsize=(6.5, 3.5))
-  for label, (rounds, signal, switch) in series.items():
-    line, = ax.plot(rounds, signal, label=label)
-    if switch is not None:
-      ax.axvline(switch, color=line.get_color(), linestyle='--', linewidth=1)
-  ax.set_xlabel('round')
-  ax.set_ylabel('prestopping signal')
-  ax.set_title(title, fontsize=10)
-  ax.grid(alpha=0.3)
-  ax.legend(fontsize=8)
-  _save(fig, path)
+  save(fig, path)
 
 
 # ----------------------------------------------------------------------------- report
-
-
-class _Writer:
-  """Collects report lines and the figures written."""
-
-  def __init__(self, directory: str):
-    self.directory = directory
-    self.lines: List[str] = []
-    self.figures: List[str] = []
-
-  def add(self, *lines: str) -> None:
-    self.lines.extend(lines)
-
-  def table(self, header: List[str], rows: List[List[str]]) -> None:
-    self.add('| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header))
-    self.add(*('| ' + ' | '.join(str(c) for c in row) + ' |' for row in rows))
-    self.add('')
-
-  def figure(self, name: str, alt: str) -> str:
-    """The path to draw ``name`` into; adds its (relative) image link."""
-    self.figures.append(name)
-    self.add(f'![{alt}]({name})', '')
-    return os.path.join(self.directory, name)
-
-  def figures_after(self, figures) -> None:
-    """Each (caption, draw(path), name, alt): the caption, then the figure drawn."""
-    for caption, draw, name, alt in figures:
-      self.add(caption, '')
-      draw(path=self.figure(name, alt))
 
 
 def _groups(layout: Layout) -> Dict[Optional[str], Dict[str, List[Run]]]:
@@ -568,10 +334,6 @@ def _count(n: int, noun: str) -> str:
   return f'{n} {noun}' + ('' if n == 1 else 's')
 
 
-def _seed_label(run: Run) -> str:
-  return f'seed {run.seed}' if run.seed is not None else run.method
-
-
 def _flatten(value, prefix='') -> dict:
   if isinstance(value, dict):
     flat = {}
@@ -581,7 +343,7 @@ def _flatten(value, prefix='') -> dict:
   return {prefix[:-1]: value}
 
 
-def _intro(w: _Writer, layout: Layout) -> None:
+def _intro(w: Writer, layout: Layout) -> None:
   finished = [r for r in layout.runs if r.finished]
   methods = list(dict.fromkeys([r.method for r in layout.runs] +
                                [m for _, _, m in layout.missing]))
@@ -615,7 +377,7 @@ def _intro(w: _Writer, layout: Layout) -> None:
     w.add('**This run is not finished** (no `results.json`).', '')
 
 
-def _runs_section(w: _Writer, layout: Layout) -> None:
+def _runs_section(w: Writer, layout: Layout) -> None:
   if layout.kind == 'run' and layout.runs[0].finished:
     return
   w.add('## Runs', '')
@@ -640,7 +402,7 @@ def _runs_section(w: _Writer, layout: Layout) -> None:
           ['method', 'seed', 'status', 'where'], rows)
 
 
-def _setup_section(w: _Writer, layout: Layout, groups) -> None:
+def _setup_section(w: Writer, layout: Layout, groups) -> None:
   finished = [r for r in layout.runs if r.finished]
   if not finished:
     return
@@ -693,7 +455,7 @@ def _setup_section(w: _Writer, layout: Layout, groups) -> None:
         json.dumps(shown, indent=1), '```', '', '</details>', '')
 
 
-def _data_section(w: _Writer, layout: Layout) -> None:
+def _data_section(w: Writer, layout: Layout) -> None:
   by_data = {}
   for run in layout.runs:
     if run.finished:
@@ -727,8 +489,7 @@ def _data_section(w: _Writer, layout: Layout) -> None:
       row.append('not recorded')
     rows.append(row)
   w.add('True per-client noise rates (`client_noise_rates`: the simulation truth, never '
-        'shown to a method). Client sizes come from a FedAvg/FedProx run\'s update '
-        'weights or a label correction\'s counts, for the clients that took part.', '')
+        'shown to a method) and training examples per client (`client_sizes`).', '')
   w.table(([] if layout.kind != 'grid' else ['setting']) + [
       'seed', 'data hash', 'clients', 'noisy clients', 'mean noise rate',
       'noise rate min / median / max', 'client size min / median / max'], rows)
@@ -737,7 +498,7 @@ def _data_section(w: _Writer, layout: Layout) -> None:
           f'{", ".join(mixed)} (different data hashes).', '')
 
 
-def _accuracy_section(w: _Writer, layout: Layout, groups) -> None:
+def _accuracy_section(w: Writer, layout: Layout, groups) -> None:
   if not groups:
     return
   w.add('## Test accuracy', '')
@@ -749,8 +510,8 @@ def _accuracy_section(w: _Writer, layout: Layout, groups) -> None:
     if final is None:
       w.add(f'No evaluated round ({rounds}).', '')
     else:
-      w.add(f'Final test accuracy {_pct(mean_std([final]))}%, mean of the last 10 '
-            f'evaluated rounds {_pct(mean_std([last10]))}%, after {rounds}.', '')
+      w.add(f'Final test accuracy {pct(mean_std([final]))}%, mean of the last 10 '
+            f'evaluated rounds {pct(mean_std([last10]))}%, after {rounds}.', '')
   else:
     w.add('Test accuracy (%) after the last round and mean of the last 10 evaluated rounds'
           + (', mean ± std over seeds (population std, as `grid.csv`).' if several else '.'),
@@ -760,8 +521,8 @@ def _accuracy_section(w: _Writer, layout: Layout, groups) -> None:
       for method, runs in methods.items():
         rows.append(([setting] if layout.kind == 'grid' else []) + [
             method, ', '.join(str(r.seed) for r in runs),
-            _pct(mean_std(r.results.get('final_accuracy') for r in runs)),
-            _pct(mean_std(r.results.get('last10_accuracy') for r in runs))])
+            pct(mean_std(r.results.get('final_accuracy') for r in runs)),
+            pct(mean_std(r.results.get('last10_accuracy') for r in runs))])
     w.table((['setting'] if layout.kind == 'grid' else []) +
             ['method', 'seeds', 'final', 'last 10'], rows)
   for setting, methods in groups.items():
@@ -775,11 +536,11 @@ def _accuracy_section(w: _Writer, layout: Layout, groups) -> None:
             f'over seeds.{band}', '')
     title = 'test accuracy' + (f' - {layout.settings.get(setting) or setting}'
                                if setting is not None else '')
-    plot_accuracy(curves, title, w.figure(_slug('report-accuracy', setting) + '.png',
+    plot_accuracy(curves, title, w.figure(slug('report-accuracy', setting) + '.png',
                                           f'test accuracy per round {setting or ""}'.strip()))
 
 
-def _estimates_section(w: _Writer, layout: Layout, groups) -> None:
+def _estimates_section(w: Writer, layout: Layout, groups) -> None:
   found = []
   for setting, methods in groups.items():
     for method, runs in methods.items():
@@ -812,9 +573,9 @@ def _estimates_section(w: _Writer, layout: Layout, groups) -> None:
       r = pearson(x, y)
       if r is not None:
         rs.append(r)
-      points[f'{_seed_label(run)} (r={_num(r)})'] = (x, y)
-      rows.append([_seed_label(run), len(cids), _num(r),
-                   _num(estimate.recorded[1]) if estimate.recorded else 'n/a'])
+      points[f'{seed_label(run)} (r={num(r)})'] = (x, y)
+      rows.append([seed_label(run), len(cids), num(r),
+                   num(estimate.recorded[1]) if estimate.recorded else 'n/a'])
     recorded = next((e.recorded for _, e in items if e.recorded), None)
     if not recorded:
       rows = [row[:-1] for row in rows]
@@ -823,164 +584,26 @@ def _estimates_section(w: _Writer, layout: Layout, groups) -> None:
     if len(rs) > 1:
       w.add(f'Mean r over seeds: {np.mean(rs):.3f}.', '')
     plot_scatter(points, 'true noise rate', label, f'{method}: {label}',
-                 w.figure(_slug('report', setting, method, key) + '.png',
+                 w.figure(slug('report', setting, method, key) + '.png',
                           f'{method} {label} vs true noise rate'),
-                 diagonal=key == 'noise_estimates')
+                 diagonal=items[0][1].diagonal)
 
 
-def _prestop_section(w: _Writer, groups) -> None:
-  found = [(s, m, runs) for s, methods in groups.items() for m, runs in methods.items()
-           if any(rec.get('prestop') or rec.get('transition_matrix_error')
-                  for run in runs for rec in run.results.get('rounds', []))]
-  if not found:
-    return
-  w.add('## Prestopping and transition matrices (FedEFC, forward correction)', '')
-  w.add('The switch round is the last round trained with plain cross-entropy; correction '
-        'starts after it. The matrix errors compare the estimated per-client transition '
-        'matrices with the true ones (L1: lower is better; cosine: higher is better).', '')
-  rows, figures = [], []
-  for setting, method, runs in found:
-    series = {}
-    for run in runs:
-      records = run.results.get('rounds', [])
-      prestop = [r for r in records if r.get('prestop')]
-      switch = prestop[-1]['prestop'].get('switch_round') if prestop else None
-      errors = [r for r in records if r.get('transition_matrix_error')]
-      base = ([setting] if setting is not None else []) + [method, _seed_label(run),
-                                                            _num(switch) if prestop else 'n/a']
-      if switch is None and prestop:
-        base[-1] = 'no switch'
-      if errors:
-        for name, report in errors[0]['transition_matrix_error'].items():
-          rows.append(base + [f'{name} (round {errors[0]["round"]})',
-                              _num(report.get('mean_l1')), _num(report.get('mean_cosine')),
-                              len(report.get('per_client') or {})])
-      else:
-        rows.append(base + ['not recorded', '', '', ''])
-      signal = [(r['round'], r['prestop'].get('signal')) for r in prestop
-                if r['prestop'].get('signal') is not None]
-      if signal:
-        series[_seed_label(run)] = ([p[0] for p in signal], [p[1] for p in signal], switch)
-    if series:
-      kind = next((r['prestop'].get('signal_kind') for run in runs
-                   for r in run.results.get('rounds', []) if r.get('prestop')), None)
-      figures.append((
-          f'{method}{f" ({setting})" if setting else ""}: the prestopping signal'
-          f'{f" ({kind})" if kind else ""} per round; the dashed line is the switch.',
-          functools.partial(plot_prestop, series, f'{method}: prestopping signal'),
-          _slug('report', setting, method, 'prestop') + '.png',
-          f'{method} prestopping signal'))
-  has_setting = any(s is not None for s, _, _ in found)
-  w.table((['setting'] if has_setting else []) + [
-      'method', 'run', 'switch round', 'matrix estimator', 'mean L1', 'mean cosine',
-      'clients'], rows)
-  w.figures_after(figures)
-
-
-_CORRECTION_FIELDS = ('fraction_changed', 'precision', 'noise_before', 'noise_after',
-                      'fixed', 'corrupted')
-
-
-def _correction_section(w: _Writer, groups) -> None:
-  found = [(s, m, [r for r in runs if (r.results.get('extra') or {}).get('label_correction')])
-           for s, methods in groups.items() for m, runs in methods.items()]
-  found = [(s, m, runs) for s, m, runs in found if runs]
-  if not found:
-    return
-  w.add('## Label correction', '')
-  w.add('Labels the method changed before training, against the true labels: changed '
-        '(share of labels changed), precision (share of the changes that made a label '
-        'right), noise before / after (share of wrong labels), fixed (share of wrong '
-        'labels made right), corrupted (share of right labels made wrong).', '')
-  rows, figures = [], []
-  has_setting = any(s is not None for s, _, _ in found)
-  for setting, method, runs in found:
-    points = {}
-    for run in runs:
-      report = run.results['extra']['label_correction']
-      overall = report.get('overall') or {}
-      rows.append(([setting] if has_setting else []) + [method, _seed_label(run),
-                                                        _num(overall.get('num_examples'))] +
-                  [_num(overall.get(k)) for k in _CORRECTION_FIELDS])
-      per_client = report.get('per_client') or {}
-      pairs = [(c['noise_before'], c['noise_after']) for c in per_client.values()
-               if c and c.get('noise_before') is not None and c.get('noise_after') is not None]
-      if pairs:
-        points[_seed_label(run)] = ([p[0] for p in pairs], [p[1] for p in pairs])
-    if points:
-      figures.append((
-          f'{method}{f" ({setting})" if setting else ""}: per-client share of wrong '
-          'labels before and after the correction; points below the dashed line are '
-          'clients it cleaned.',
-          functools.partial(plot_scatter, points, 'noise before correction',
-                            'noise after correction', f'{method}: label correction per client',
-                            diagonal=True),
-          _slug('report', setting, method, 'label-correction') + '.png',
-          f'{method} label correction per client'))
-  w.table((['setting'] if has_setting else []) + [
-      'method', 'run', 'examples', 'changed', 'precision', 'noise before', 'noise after',
-      'fixed', 'corrupted'], rows)
-  w.figures_after(figures)
-
-
-def _scalars(values: dict) -> str:
-  return ', '.join(f'{k} {_num(v)}' for k, v in values.items()
-                   if v is None or isinstance(v, (int, float, str)))
-
-
-def _detection_section(w: _Writer, groups) -> None:
-  rows = []
-  for setting, methods in groups.items():
-    for method, runs in methods.items():
-      for run in runs:
-        records = run.results.get('rounds', [])
-        for key, what in (('detection_truth', 'noisy-client detection vs the truth'),
-                          ('label_estimate_accuracy', 'estimated labels vs the true labels')):
-          last = [r for r in records if r.get(key)]
-          if last:
-            rows.append(([setting] if setting is not None else []) + [
-                method, _seed_label(run), f'{what} (round {last[-1]["round"]})',
-                _scalars(last[-1][key])])
-  if rows:
-    w.add('## Noisy-client detection and label estimates', '')
-    has_setting = any(s is not None for s in groups)
-    w.table((['setting'] if has_setting else []) + ['method', 'run', 'what', 'values'],
-            rows)
-
-
-def _lsc_section(w: _Writer, groups) -> None:
-  rows = []
-  for setting, methods in groups.items():
-    for method, runs in methods.items():
-      for run in runs:
-        lsc = (run.results.get('extra') or {}).get('lsc')
-        if lsc:
-          rows.append(([setting] if setting is not None else []) + [
-              method, _seed_label(run), _num(lsc.get('neighbour_purity')),
-              _num(lsc.get('same_label_chance')), _num(lsc.get('k')),
-              f'`{str(lsc.get("encoder"))[:24]}`'])
-  if rows:
-    w.add('## LSC neighbour purity', '')
-    w.add('Neighbour purity: the share of an example\'s in-batch nearest neighbours (in '
-          'the encoder\'s embedding) with the same true label; same-label chance: that '
-          'share for random in-batch pairs.', '')
-    has_setting = any(s is not None for s in groups)
-    w.table((['setting'] if has_setting else []) + [
-        'method', 'run', 'neighbour purity', 'same-label chance', 'k', 'encoder'], rows)
-
-
-def _other_section(w: _Writer, groups) -> None:
+def _other_section(w: Writer, groups) -> None:
+  sections = registry.report_sections()
+  read_rounds = {key for section in sections for key in section.round_keys}
+  read_extra = {key for section in sections for key in section.extra_keys}
   rows = []
   for setting, methods in groups.items():
     for method, runs in methods.items():
       results = runs[0].results
       keys = sorted({k for r in results.get('rounds', []) for k in r}
-                    - _STANDARD_KEYS - _READ_KEYS)
-      extra = {k: v for k, v in (results.get('extra') or {}).items() if k not in _READ_EXTRA}
+                    - _STANDARD_KEYS - read_rounds)
+      extra = {k: v for k, v in (results.get('extra') or {}).items() if k not in read_extra}
       if keys or extra:
         rows.append(([setting] if setting is not None else []) + [
             method, ', '.join(f'`{k}`' for k in keys) or '',
-            _scalars(extra) or ', '.join(f'`{k}`' for k in extra)])
+            scalars(extra) or ', '.join(f'`{k}`' for k in extra)])
   if rows:
     w.add('## Other recorded diagnostics', '')
     w.add('Fields this report does not draw; they are in each run\'s `results.json` '
@@ -1002,14 +625,12 @@ def write_report(directory: str) -> Tuple[str, List[str]]:
 def _write(layout: Layout) -> Tuple[str, List[str]]:
   directory = layout.directory
   groups = _groups(layout)
-  w = _Writer(directory)
+  w = Writer(directory)
   _intro(w, layout)
   _accuracy_section(w, layout, groups)
   _estimates_section(w, layout, groups)
-  _prestop_section(w, groups)
-  _correction_section(w, groups)
-  _detection_section(w, groups)
-  _lsc_section(w, groups)
+  for section in registry.report_sections():
+    section.render(w, groups)
   _other_section(w, groups)
   _setup_section(w, layout, groups)
   _data_section(w, layout)

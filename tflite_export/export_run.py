@@ -101,18 +101,19 @@ def client_setup(config, data):
   """``(model_fn, objective, client optimizer)`` the config's clients train with."""
   # pylint: disable=g-import-not-at-top
   from tff_noisy import validation
-  from tff_noisy.federated import algorithms
+  from tff_noisy import methods
+  from tff_noisy.methods import base as method_base
   from tff_noisy.simulation import driver
   # pylint: enable=g-import-not-at-top
   choices = validation.validate_experiment(config)
   model_fn = driver.make_model_fn(config, data.input_shape, data.num_classes)
   client_optimizer, _ = driver._optimizers(config)  # pylint: disable=protected-access
-  setup = algorithms.base.Setup(
+  setup = method_base.Setup(
       model_fn=model_fn, element_spec=None, client_optimizer=client_optimizer,
       server_optimizer=None, aggregator=None, local_epochs=config.fl.local_epochs,
       weight_decay=config.fl.weight_decay, seed=config.seed, rounds=config.fl.rounds,
       num_classes=data.num_classes, batch_size=config.fl.batch_size)
-  objective = algorithms.method_class(config.method.name).objective(
+  objective = methods.method_class(config.method.name).objective(
       choices.method_params, setup)
   return model_fn, objective, client_optimizer
 

@@ -4,7 +4,7 @@ import pytest
 
 from tff_noisy import config as config_lib
 from tff_noisy import validation
-from tff_noisy.federated.algorithms import fedds
+from tff_noisy.methods.fedds import algorithm as fedds
 from tff_noisy.simulation import driver
 from tff_noisy.tff_runtime import import_tff
 

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tff_noisy import methods
+from tff_noisy.methods import fedefc as fedefc_params
 from tff_noisy.federated import process as process_lib
-from tff_noisy.federated.algorithms import fedefc as fedefc_lib
-from tff_noisy.federated.objectives.forward_correction import ForwardCorrectionObjective
+from tff_noisy.methods.fedefc import algorithm as fedefc_lib
+from tff_noisy.methods.fedefc.objective import ForwardCorrectionObjective
 from tff_noisy.ops import transition
 from tff_noisy.tff_runtime import import_tff
 
@@ -151,7 +151,7 @@ def test_the_monitor_is_server_only_state_the_server_steps_update():
       _model_fn, _dataset(*_client(0, 4)).element_spec,
       tff.learning.optimizers.build_sgdm(_LR), objective=ForwardCorrectionObjective(_CLASSES),
       controller=fedefc_lib.FedEFC.controller)
-  method = fedefc_lib.FedEFC(process, methods.FedEFCParams(
+  method = fedefc_lib.FedEFC(process, fedefc_params.FedEFCParams(
       t_mon=1, gamma=1, report_matrix_error=False), setup=None)
   state = process.initialize()
   assert list(process.get_hparams(state)) == ['corrected']

@@ -6,12 +6,13 @@ import pytest
 import tensorflow as tf
 
 from tff_noisy import config as config_lib
-from tff_noisy import methods
+from tff_noisy.embeddings import encoders
+from tff_noisy.methods import fedln as fedln_params
 from tff_noisy import validation
 from tff_noisy.data import federated as federated_data
 from tff_noisy.federated import probe
-from tff_noisy.federated.algorithms import base
-from tff_noisy.federated.algorithms import fedln
+from tff_noisy.methods import base
+from tff_noisy.methods.fedln import algorithm as fedln
 from tff_noisy.federated.objectives.base import ClientObjective
 from tff_noisy.simulation import driver
 from tff_noisy.tff_runtime import import_tff
@@ -127,9 +128,9 @@ def test_bad_fedln_params_are_clear_errors(params, match):
 
 
 def test_sqrt_pca_of_negative_inputs_is_a_clear_error():
-  params = methods.NNCParams(encoder='pca', pca_components=2, pca_sqrt=True)
+  params = fedln_params.NNCParams(encoder='pca', pca_components=2, pca_sqrt=True)
   with pytest.raises(config_lib.ConfigError, match='method.params.pca_sqrt: needs inputs >= 0'):
-    fedln.build_encoder(params, np.full((8, 3), -0.5, np.float32), seed=0)
+    encoders.build_encoder(params, np.full((8, 3), -0.5, np.float32), seed=0)
 
 
 def test_unloadable_hub_encoder_is_a_clear_error(tmp_path, tmp_cache):

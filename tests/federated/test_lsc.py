@@ -8,12 +8,13 @@ import tensorflow as tf
 
 import models
 from tff_noisy import config as config_lib
-from tff_noisy import methods
+from tff_noisy.methods import lsc as lsc_params
+from tff_noisy.methods.lsc import diagnostics as lsc_diagnostics
 from tff_noisy import validation
 from tff_noisy.data import federated as federated_data
 from tff_noisy.federated import process as process_lib
-from tff_noisy.federated.algorithms import lsc
-from tff_noisy.federated.objectives.contrastive import KSimilarityObjective
+from tff_noisy.methods.lsc import algorithm as lsc
+from tff_noisy.methods.lsc.objective import KSimilarityObjective
 from tff_noisy.ops import contrastive
 from tff_noisy.ops import contrastive_tf
 from tff_noisy.ops import losses
@@ -164,9 +165,9 @@ def test_purity_uses_the_true_labels_and_the_batches():
   rng = np.random.default_rng(0)
   labels = np.repeat([0, 1], 10)
   embeddings = np.eye(2)[labels] + 0.01 * rng.normal(size=(20, 2))
-  counts = lsc.in_batch_purity(embeddings, labels, 3, 20, rng)
+  counts = lsc_diagnostics.in_batch_purity(embeddings, labels, 3, 20, rng)
   assert counts.tolist() == [60, 60, 180, 380]  # Neighbours all alike; 9 of 19 others.
-  small = lsc.in_batch_purity(embeddings, labels, 3, 3, rng)  # K clipped to 2 per batch.
+  small = lsc_diagnostics.in_batch_purity(embeddings, labels, 3, 3, rng)  # K clipped to 2 per batch.
   assert small[1] == 6 * 3 * 2 + 2 * 1
 
 
@@ -217,4 +218,4 @@ def test_missing_or_miscounted_embeddings_are_clear_errors(tmp_cache):
 def test_an_encoder_that_does_not_fit_the_data_is_a_config_error(params, shape, match):
   data = types.SimpleNamespace(input_shape=shape, client_ids=['0'], y={'0': np.zeros(100)})
   with pytest.raises(config_lib.ConfigError, match=match):
-    lsc.LSC.dataset_fields(methods.LSCParams(**params), data)
+    lsc.LSC.dataset_fields(lsc_params.LSCParams(**params), data)

@@ -14,7 +14,7 @@ import scipy.special
 import tensorflow as tf
 
 from tff_noisy.federated import process as process_lib
-from tff_noisy.federated.objectives.masked_optim import MaskedOptimObjective
+from tff_noisy.methods.maskedoptim.objective import MaskedOptimObjective
 from tff_noisy.ops import label_distribution as ld
 from tff_noisy.ops import label_distribution_tf as ld_tf
 from tff_noisy.tff_runtime import import_tff

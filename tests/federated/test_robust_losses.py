@@ -11,7 +11,6 @@ from experiments import run as cli
 import models
 from tff_noisy import config as config_lib
 from tff_noisy import methods
-from tff_noisy.federated import algorithms
 from tff_noisy.ops import baseline_losses
 from tff_noisy.runtime import stacked
 from tff_noisy.simulation import driver
@@ -29,7 +28,7 @@ _NUMPY = {'label_smoothing': ('label_smoothing_cross_entropy', ('smoothing',)),
 @pytest.mark.parametrize('name', sorted(_NUMPY))
 def test_the_objective_is_the_loss_and_runs_stacked_and_on_devices(name):
   params = methods.resolve_params(name, {}, rounds=10)
-  objective = algorithms.method_class(name).objective(params, None)
+  objective = methods.method_class(name).objective(params, None)
   rng = np.random.default_rng(1)
   logits = rng.normal(size=(7, 10)).astype(np.float32)
   labels = rng.integers(0, 10, 7)

@@ -6,9 +6,9 @@ import tensorflow as tf
 import models
 from tff_noisy.federated import client_data
 from tff_noisy.federated import client_work
-from tff_noisy.federated.objectives import contrastive
-from tff_noisy.federated.objectives import forward_correction
-from tff_noisy.federated.objectives import masked_optim
+from tff_noisy.methods.lsc import objective as contrastive
+from tff_noisy.methods.fedefc import objective as forward_correction
+from tff_noisy.methods.maskedoptim import objective as masked_optim
 from tff_noisy.federated.objectives.base import ClientObjective
 from tff_noisy.runtime import stacked
 from tff_noisy.tff_runtime import import_tff

@@ -15,7 +15,7 @@ from tff_noisy.config import ConfigError
 from tff_noisy.data import federated as federated_data
 from tff_noisy.federated import client_data
 from tff_noisy.federated import client_work
-from tff_noisy.federated.objectives import masked_optim
+from tff_noisy.methods.maskedoptim import objective as masked_optim
 from tff_noisy.federated.objectives.base import ClientObjective
 from tff_noisy.runtime import tf_clients
 from tff_noisy.simulation import driver

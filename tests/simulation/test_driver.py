@@ -10,7 +10,7 @@ import models
 from tff_noisy import config as config_lib
 from tff_noisy import validation
 from tff_noisy.data import federated as federated_data
-from tff_noisy.federated.algorithms import confident_learning
+from tff_noisy.methods.confident_learning import algorithm as confident_learning
 from tff_noisy.ops import confident_learning as cl_ops
 from tff_noisy.simulation import driver
 from tff_noisy.simulation import results as results_lib

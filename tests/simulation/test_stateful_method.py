@@ -13,8 +13,8 @@ import tensorflow as tf
 
 from tff_noisy import config as config_lib
 from tff_noisy import methods
-from tff_noisy.federated import algorithms
-from tff_noisy.federated.algorithms import base
+from tff_noisy.methods import base
+from tff_noisy.params import Params
 from tff_noisy.federated.objectives.base import ClientObjective
 from tff_noisy.ops import losses
 from tff_noisy.simulation import checkpoint
@@ -53,10 +53,7 @@ class _ToyMethod(base.Method):
 @pytest.fixture
 def toy(monkeypatch):
   monkeypatch.setitem(methods.METHODS, 'toy', methods.MethodSpec(
-      methods.Params, 'unused', 'a toy stateful method'))
-  real = algorithms.method_class
-  monkeypatch.setattr(algorithms, 'method_class',
-                      lambda name: _ToyMethod if name == 'toy' else real(name))
+      Params, _ToyMethod, 'a toy stateful method'))
   stores = []  # Every store the driver makes or loads, newest last.
   real_init = client_state.ClientStateStore.__init__
 

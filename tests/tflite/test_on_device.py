@@ -12,8 +12,8 @@ from sklearn import datasets as sk_datasets
 import models
 from tff_noisy.config import ConfigError
 from tff_noisy.federated import process as process_lib
-from tff_noisy.federated.objectives import forward_correction
-from tff_noisy.federated.objectives import masked_optim
+from tff_noisy.methods.fedefc import objective as forward_correction
+from tff_noisy.methods.maskedoptim import objective as masked_optim
 from tff_noisy.federated.objectives.base import ClientObjective
 from tff_noisy.ops import transition
 from tff_noisy.simulation import driver
@@ -136,9 +136,8 @@ def test_parity_tanh_sgdm_fedprox_weight_decay(digits):
 def test_parity_of_the_robust_baseline_losses(digits, name):
   """The baselines' losses train on the device as in TFF's client work."""
   from tff_noisy import methods  # pylint: disable=g-import-not-at-top
-  from tff_noisy.federated import algorithms  # pylint: disable=g-import-not-at-top
   params = methods.resolve_params(name, {}, rounds=10)
-  objective = algorithms.method_class(name).objective(params, None)
+  objective = methods.method_class(name).objective(params, None)
   errors = _parity(lambda: _mlp('tanh'), _clients(digits),
                    tff.learning.optimizers.build_sgdm(0.1), objective).errors
   assert max(errors) < 1e-5, errors

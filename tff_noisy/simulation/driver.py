@@ -29,6 +29,8 @@ import tqdm
 import models
 from tff_noisy import config as config_lib
 from tff_noisy import device as device_lib
+from tff_noisy import diagnostics as diagnostics_lib
+from tff_noisy import methods
 from tff_noisy import remote
 from tff_noisy import runtime as client_runtime
 from tff_noisy import validation
@@ -38,16 +40,11 @@ from tff_noisy.data import noise as noise_lib
 from tff_noisy.data import sources
 from tff_noisy.errors import UserError, warn
 from tff_noisy.federated import aggregators
-from tff_noisy.federated import algorithms
 from tff_noisy.federated import client_data as client_data_lib
 from tff_noisy.federated import client_work
 from tff_noisy.federated.client_work import AGGREGATION_WEIGHT_KEY
-from tff_noisy.ops import confident_learning
-from tff_noisy.ops import detection
+from tff_noisy.methods import base as method_base
 from tff_noisy.ops import faults as faults_lib
-from tff_noisy.ops import knn
-from tff_noisy.ops import label_distribution
-from tff_noisy.ops import transition
 from tff_noisy.simulation import checkpoint
 from tff_noisy.simulation import progress as progress_lib
 from tff_noisy.simulation import results as results_lib
@@ -133,80 +130,6 @@ def _keras_weights(model: tf.keras.Model):
   return tf.nest.map_structure(lambda v: v.numpy(), client_work.model_weights_of(model))
 
 
-def _label_correction_report(data, store) -> dict:
-  """Evaluates labels a method corrected against the simulation's true labels."""
-  corrected = [cid for cid in data.client_ids if store.get(cid, 'labels') is not None]
-  if not corrected:
-    return {}
-  per_client = {cid: knn.correction_report(data.y[cid], store.get(cid, 'labels'),
-                                           data.y_true[cid]) for cid in corrected}
-  overall = knn.correction_report(
-      np.concatenate([data.y[c] for c in corrected]),
-      np.concatenate([store.get(c, 'labels') for c in corrected]),
-      np.concatenate([data.y_true[c] for c in corrected]))
-  return {'label_correction': {'overall': overall, 'per_client': per_client}}
-
-
-def _label_issue_report(data, store) -> dict:
-  """The label issues a method flagged (Confident Learning) against the simulation truth:
-  precision (flagged labels that are wrong) and recall (wrong labels flagged)."""
-  flagged = [cid for cid in data.client_ids
-             if store.get(cid, confident_learning.LABEL_ISSUES) is not None]
-  if not flagged:
-    return {}
-
-  def scores(cids):
-    issues = np.concatenate([store.get(c, confident_learning.LABEL_ISSUES) for c in cids])
-    wrong = np.concatenate([data.y[c] != data.y_true[c] for c in cids])
-    hits = int(np.sum(issues & wrong))
-    return {'flagged': int(issues.sum()), 'wrong_labels': int(wrong.sum()),
-            'examples': len(wrong),
-            'precision': hits / int(issues.sum()) if issues.any() else None,
-            'recall': hits / int(wrong.sum()) if wrong.any() else None}
-
-  return {'label_issues': {'overall': scores(flagged),
-                           'per_client': {cid: scores([cid]) for cid in flagged}}}
-
-
-# Per-client diagnostic -> (name of its Pearson correlation, the truth it is compared to).
-_TRUTH_CORRELATIONS = {
-    'noise_estimates': ('noise_estimate_correlation', lambda rate: rate),
-    'reliabilities': ('reliability_correlation', lambda rate: 1.0 - rate),
-}
-
-
-def _with_truth(diagnostics: dict, data) -> dict:
-  """Adds the correlation of per-client estimates with the true per-client noise rates,
-  the errors of per-client transition matrices against the true ones, a detection's
-  precision and recall against the truly noisy clients and the accuracy of estimated
-  labels against the true labels."""
-  true_rates = dict(zip(data.client_ids, data.noise_rates))
-  for key, (name, truth) in _TRUTH_CORRELATIONS.items():
-    estimates = diagnostics.get(key)
-    if not estimates or len(estimates) < 2:
-      continue
-    est = np.array(list(estimates.values()))
-    true = np.array([truth(true_rates[cid]) for cid in estimates])
-    if est.std() > 0 and true.std() > 0:
-      diagnostics[name] = float(np.corrcoef(est, true)[0, 1])
-  matrices = diagnostics.pop('transition_estimates', None)  # {estimator: {cid: Q}}
-  if matrices:  # Q[i, j] = p(noisy i | true j): the transpose of the true T.
-    true_matrices = {cid: m.T for cid, m in zip(data.client_ids, data.transition_matrices)}
-    diagnostics['transition_matrix_error'] = {
-        name: transition.matrix_error_report(estimates, true_matrices)
-        for name, estimates in matrices.items()}
-  flags = diagnostics.pop('noisy_clients', None)  # {cid: flagged} (Method.report).
-  if flags:
-    diagnostics['noisy_clients'] = [cid for cid, flagged in flags.items() if flagged]
-    diagnostics['detection_truth'] = detection.detection_report(
-        list(flags.values()), [true_rates[cid] for cid in flags])
-  estimates = diagnostics.pop('label_estimates', None)  # {cid: labels} (Method.report).
-  if estimates:
-    diagnostics['label_estimate_accuracy'] = label_distribution.estimate_accuracy_report(
-        estimates, data.y, data.y_true)
-  return diagnostics
-
-
 def _element_spec(data, fields: dict, batch_size: int):
   """The client datasets' element spec, with a method's per-example fields and shapes."""
   first = data.client_ids[0]
@@ -216,12 +139,12 @@ def _element_spec(data, fields: dict, batch_size: int):
 
 
 def build_method(config: ExperimentConfig, data,
-                 choices: Optional[validation.Choices] = None) -> algorithms.Method:
+                 choices: Optional[validation.Choices] = None) -> method_base.Method:
   """The config's method, built on what the config fixes for every method (``Setup``)."""
   choices = choices or validation.validate_experiment(config)
-  method_cls = algorithms.method_class(config.method.name)
+  method_cls = methods.method_class(config.method.name)
   client_optimizer, server_optimizer = _optimizers(config)
-  setup = algorithms.base.Setup(
+  setup = method_base.Setup(
       model_fn=make_model_fn(config, data.input_shape, data.num_classes),
       element_spec=_element_spec(
           data, method_cls.dataset_fields(choices.method_params, data), config.fl.batch_size),
@@ -313,6 +236,7 @@ class Simulation:
     spec = sources.DATASETS[config.data.dataset]
     make_model_fn(config, spec.input_shape, spec.num_classes)  # Fits, before any data work.
     self.data = federated_data.build_federated_data(config)
+    self.truth = diagnostics_lib.Truth.of(self.data)  # What methods' diagnostics score on.
     self.client_ids = list(self.data.client_ids)
     self.clients_per_round = config.clients_per_round()
     if self.clients_per_round > len(self.client_ids):
@@ -364,9 +288,7 @@ class Simulation:
   def prepare(self) -> dict:
     """The method's one-off work before its next round (deterministic: a resumed run
     redoes it identically) and the truth scores of what it decided; ``extra``."""
-    self.extra = self.method.prepare(self.data, self.store)
-    self.extra.update(_label_correction_report(self.data, self.store))
-    self.extra.update(_label_issue_report(self.data, self.store))
+    self.extra = diagnostics_lib.score(self.method.prepare(self.data, self.store), self.truth)
     return self.extra
 
   def run_round(self) -> dict:
@@ -403,7 +325,7 @@ class Simulation:
     started = time.time()
     self.state, diagnostics = method.before_round(round_num, self.state, build_datasets,
                                                   store)
-    record.update(_with_truth(diagnostics, data))
+    record.update(diagnostics_lib.score(diagnostics, self.truth))
     datasets = build_clients()
     record.update(clients=list(datasets), skipped_empty_clients=len(sampled) - len(datasets),
                   client_weights=[weights[cid] for cid in datasets])
@@ -420,8 +342,9 @@ class Simulation:
       for cid, client_state in zip(datasets, client_states):
         store.set_objective_state(cid, client_state)
       record.update(metrics)
-      record.update(_with_truth(diagnostics, data))
-      record.update(_with_truth(method.report(round_num, self.state, store), data))
+      record.update(diagnostics_lib.score(diagnostics, self.truth))
+      record.update(diagnostics_lib.score(method.report(round_num, self.state, store),
+                                          self.truth))
       self.state, diagnostics = method.after_round(round_num, self.state, metrics)
       record.update(diagnostics)
       if metrics['train_loss'] is None:
@@ -474,6 +397,7 @@ class Simulation:
         params=dataclasses.asdict(self.choices.method_params), rounds=self.history,
         client_noise_rates={cid: float(r) for cid, r in zip(self.client_ids,
                                                             data.noise_rates)},
+        client_sizes={cid: len(data.y[cid]) for cid in self.client_ids},
         client_flip_kinds=dict(zip(self.client_ids, noise_lib.client_flip_kinds(
             len(self.client_ids), config.noise) or ())),
         extra=self.extra, device=self.device, runtime=self.runtime,

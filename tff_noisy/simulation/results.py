@@ -20,7 +20,10 @@
   client_flip_kinds   each client's flip kind (symmetric, pairflip, ...) beside its rate,
                    for the noise models with per-client rates (linear, mixed, choice,
                    fedcorr); empty for the others
-  extra            method diagnostics (e.g. noise estimates and their correlation)
+  client_sizes     each client's number of training examples
+  extra            what the method's one-off preparation recorded, its diagnostics
+                   scored against the truth (tff_noisy.diagnostics); per-round
+                   diagnostics sit in the round records
   device           where TensorFlow ran (tff_noisy/device.py): requested (the config's
                    auto | cpu | gpu), used (cpu | gpu), gpus (names of the GPUs used),
                    tff_worker (where TFF's worker runs: cpu in TFF 0.87)
@@ -70,6 +73,7 @@ class Results:
   byzantine_clients: List[str] = dataclasses.field(default_factory=list)
   runtime_parts: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
   client_flip_kinds: Dict[str, str] = dataclasses.field(default_factory=dict)
+  client_sizes: Dict[str, int] = dataclasses.field(default_factory=dict)
 
   @property
   def evaluated(self) -> List[Dict[str, Any]]:

@@ -1,1 +1,2 @@
-"""Client objectives: one module per method family (``base``: cross-entropy and FedProx)."""
+"""The client objective interface (``base``: cross-entropy and FedProx); a method's own
+objective lives in its folder, ``tff_noisy/methods/<name>/objective.py``."""

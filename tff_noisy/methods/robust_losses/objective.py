@@ -1,6 +1,6 @@
 """A client objective that is one per-example loss of the labels and logits.
 
-The noise-robust baselines the papers compare against (``algorithms/robust_losses.py``)
+The noise-robust baselines the papers compare against (``algorithm.py``)
 each train with one of ``ops.baseline_losses_tf`` in place of cross-entropy; nothing else
 changes, so their clients stack (``runtime.stacked``) and train on devices.
 """

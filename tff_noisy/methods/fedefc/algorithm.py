@@ -7,7 +7,7 @@ the clients' own noisy labels: the received global model's before local training
 running training accuracy (``training``, [code]; ``train_client_mean_accuracy``). Once
 it has not improved for gamma monitored rounds (rounds after t_mon) the round is the
 prestopping point T_e and every later round trains with the forward-corrected loss on
-each client's own Q^k (``objectives/forward_correction.py``). Nothing stops or rolls back.
+each client's own Q^k (``objective.py``). Nothing stops or rolls back.
 
 ``forward_correction`` is the same with Patrini's anchor estimate (the baseline). The
 phase lives in the process state's hparams (broadcast: the clients read it), the
@@ -27,13 +27,11 @@ import numpy as np
 import tensorflow as tf
 
 from tff_noisy.federated import probe
-from tff_noisy.federated.algorithms import base
-from tff_noisy.federated.objectives import forward_correction
+from tff_noisy.methods import base
+from tff_noisy.methods.fedefc import objective as forward_correction
+from tff_noisy.methods.fedefc.diagnostics import TransitionEstimates
 from tff_noisy.ops import prestop
 from tff_noisy.ops import transition_tf
-
-TRANSITION_ESTIMATES = 'transition_estimates'  # The driver compares these with the truth.
-
 
 def _matrix_estimates(objective: forward_correction.ForwardCorrectionObjective):
   """Statistic: the client's (confident-joint, anchor) matrices [C, C], as the prologue's."""
@@ -85,9 +83,9 @@ class FedEFC(base.Method):
     datasets = datasets_fn()
     estimates = self.matrix_probe(self.process.get_model_weights(state),
                                   list(datasets.values()))
-    return state, {TRANSITION_ESTIMATES: {
+    return state, {'transition_estimates': TransitionEstimates({
         name: {cid: np.asarray(matrices[k]) for cid, matrices in zip(datasets, estimates)}
-        for k, name in enumerate(forward_correction.ESTIMATORS)}}
+        for k, name in enumerate(forward_correction.ESTIMATORS)})}
 
   def after_round(self, round_num, state, metrics):
     params = self.params

@@ -16,21 +16,16 @@ server; ``threshold: private`` sends only fixed-bin histograms of the global-mod
 scores and the scalar estimates (tau within one bin width of the pooled one).
 """
 
-import os
-
 import numpy as np
 import tensorflow as tf
 
-from tff_noisy import methods
-from tff_noisy.data import sources
-from tff_noisy.embeddings import hub as hub_lib
-from tff_noisy.embeddings import pca as pca_lib
+from tff_noisy.embeddings import encoders
 from tff_noisy.federated import client_work
 from tff_noisy.federated import probe
-from tff_noisy.federated.algorithms import base
+from tff_noisy.methods import base
+from tff_noisy.methods.fedln.diagnostics import LabelCorrection, NoiseEstimates
 from tff_noisy.ops import energy
 from tff_noisy.ops import energy_tf
-from tff_noisy.errors import ConfigError
 from tff_noisy.ops import knn
 from tff_noisy.tff_runtime import import_tff
 
@@ -101,20 +96,6 @@ def build_private_estimation(setup, objective, *, temperature: float, nu: float,
   return private_estimate
 
 
-def build_encoder(params: methods.EncoderParams, train_inputs: np.ndarray, seed: int):
-  """The NNC encoder: PCA fitted label-free on the training inputs, or a TF-Hub handle."""
-  if params.encoder == 'pca':
-    try:
-      return pca_lib.PCAEncoder.fit(train_inputs, n_components=params.pca_components,
-                                    seed=seed, sqrt=params.pca_sqrt)
-    except pca_lib.NegativeInputsError as e:
-      raise ConfigError(f'method.params.pca_sqrt: {e}; use pca_sqrt: false for these '
-                        'data') from e
-  size = params.encoder_input_size
-  return hub_lib.HubEncoder(params.encoder, input_size=tuple(size) if size else None,
-                            channels=params.encoder_channels)
-
-
 class FedLN(base.Method):
   """NNC and/or NA-FedAvg on top of FedAvg local training."""
 
@@ -140,19 +121,18 @@ class FedLN(base.Method):
   def prepare(self, data, store) -> dict:
     if not self.nnc:
       return {}
-    inputs = np.concatenate([data.x[cid] for cid in data.client_ids])
-    encoder = build_encoder(self.params, inputs, self.setup.seed)
-    embeddings = hub_lib.embed_cached(
-        encoder, inputs, os.path.join(sources.cache_root(), 'embeddings'), data.config_hash)
+    encoder, embeddings = encoders.embed_training_inputs(self.params, data, self.setup.seed)
+    corrected = {}
     start = 0
     for index, cid in enumerate(data.client_ids):
       n = len(data.y[cid])
       if n:
-        store.set_derived(cid, 'labels', knn.knn_vote(
+        corrected[cid] = knn.knn_vote(
             embeddings[start:start + n], data.y[cid], self.params.k,
-            seed=self.setup.seed * 100003 + index, num_classes=data.num_classes))
+            seed=self.setup.seed * 100003 + index, num_classes=data.num_classes)
+        store.set_derived(cid, 'labels', corrected[cid])
       start += n
-    return {'nnc_encoder': encoder.encoder_id}
+    return {'nnc_encoder': encoder.encoder_id, 'label_correction': LabelCorrection(corrected)}
 
   def client_extras(self, client_id, num_examples, store) -> dict:
     if not self.na:
@@ -181,7 +161,8 @@ class FedLN(base.Method):
     estimates = {cid: float(v) for cid, v in zip(datasets, values)}
     for cid, value in estimates.items():
       store.set(cid, NOISE_ESTIMATE, value)
-    return state, {'noise_threshold': float(tau), 'noise_estimates': estimates}
+    return state, {'noise_threshold': float(tau),
+                   'noise_estimates': NoiseEstimates(estimates)}
 
 
 class FedLNNNC(FedLN):

@@ -2,7 +2,7 @@
 correction, geometric-median aggregation (specs/maskedoptim.md).
 
 - Rounds 1..T_w (warm-up): every sampled client trains on cross-entropy of its logits
-  adjusted by its observed-label class prior (``objectives/masked_optim.py``).
+  adjusted by its observed-label class prior (``objective.py``).
 - Detection, before round T_w + 1, with the global model after T_w rounds: a probe runs
   on *every* client with data (not only the round's sample) and returns its per-class
   mean cross-entropy in inference mode (NaN for a class it lacks); the server fills,
@@ -37,8 +37,9 @@ import numpy as np
 import tensorflow as tf
 
 from tff_noisy.federated import probe
-from tff_noisy.federated.algorithms import base
-from tff_noisy.federated.objectives import masked_optim
+from tff_noisy.methods import base
+from tff_noisy.methods.maskedoptim import objective as masked_optim
+from tff_noisy.methods.maskedoptim.diagnostics import LabelEstimates, NoisyClients
 from tff_noisy.ops import detection
 from tff_noisy.ops import detection_tf
 from tff_noisy.ops import label_distribution
@@ -126,4 +127,5 @@ class MaskedOptim(base.Method):
       if flags[cid]:
         estimates[cid] = label_distribution.corrected_labels(
             client[masked_optim.LABEL_LOGITS])
-    return {'noisy_clients': flags, 'label_estimates': estimates}
+    return {'noisy_clients': NoisyClients(flags),
+            'label_estimates': LabelEstimates(estimates)}

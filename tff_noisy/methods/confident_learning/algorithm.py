@@ -6,13 +6,14 @@ Before round 1 every client runs Confident Learning on its own data alone
 regression, then cleanlab's ``find_label_issues``) and from then on trains FedAvg's
 cross-entropy without the examples it flagged. Nothing leaves the client but its model
 updates; the flags are recomputed identically on resume. The run's ``extra`` says how
-many examples were dropped; the driver scores the flags against the truth
-(``extra.label_issues``: precision and recall).
+many examples were dropped and scores the flags against the truth (``LabelIssues``:
+``extra.label_issues``, precision and recall).
 """
 
 import numpy as np
 
-from tff_noisy.federated.algorithms import base
+from tff_noisy.methods import base
+from tff_noisy.methods.confident_learning.diagnostics import LabelIssues
 from tff_noisy.ops import confident_learning
 
 
@@ -21,15 +22,18 @@ class ConfidentLearning(base.Method):
 
   def prepare(self, data, store) -> dict:
     dropped = emptied = 0
+    flags = {}
     for index, cid in enumerate(data.client_ids):
       issues = confident_learning.client_label_issues(
           data.x[cid], self.labels(cid, data, store), data.num_classes,
           folds=self.params.folds, seed=self.setup.seed * 100003 + index)
       store.set_derived(cid, confident_learning.LABEL_ISSUES, issues)
+      flags[cid] = issues
       dropped += int(issues.sum())
       emptied += int(len(issues) > 0 and issues.all())
     return {'confident_learning': {'folds': self.params.folds, 'dropped_examples': dropped,
-                                   'clients_left_empty': emptied}}
+                                   'clients_left_empty': emptied},
+            'label_issues': LabelIssues(flags)}
 
   def kept_examples(self, client_id, store):
     issues = store.get(client_id, confident_learning.LABEL_ISSUES)

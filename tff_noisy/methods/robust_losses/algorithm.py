@@ -1,17 +1,7 @@
-"""The noise-robust losses the papers compare against, as methods: FedAvg with another
-per-example loss on every client (``ops.baseline_losses_tf``; NumPy twins in
-``ops.baseline_losses``).
+"""The robust-loss baselines' client objectives (see the package doc)."""
 
-- ``label_smoothing``: Müller et al. 2019 (FedLN Table 1, "LS").
-- ``bi_tempered``: Amid et al. 2019 (FedLN Table 1, "Bi-Temp").
-- ``sce``: symmetric cross-entropy, Wang et al. 2019 (LSC's "SymCE", MaskedOptim's SCE).
-- ``gce``: generalized cross-entropy, Zhang & Sabuncu 2018 (MaskedOptim's GCE).
-
-Each works with every aggregator and client runtime, TFLite included.
-"""
-
-from tff_noisy.federated.algorithms import base
-from tff_noisy.federated.objectives.robust_loss import PerExampleLossObjective
+from tff_noisy.methods import base
+from tff_noisy.methods.robust_losses.objective import PerExampleLossObjective
 from tff_noisy.ops import baseline_losses_tf
 
 

@@ -22,7 +22,8 @@ import numpy as np
 import tensorflow as tf
 
 from tff_noisy.federated import client_work
-from tff_noisy.federated.algorithms import base
+from tff_noisy.methods import base
+from tff_noisy.methods.fedds.diagnostics import Reliabilities
 from tff_noisy.federated.objectives.base import ClientObjective
 from tff_noisy.ops import dawid_skene
 from tff_noisy.ops import dawid_skene_tf as ds_tf
@@ -189,7 +190,8 @@ class FedDS(base.Method):
     scores = np.array([reliability.get(cid, 0.0) for cid in client_ids])
     if self.params.weight_mode == 'reliability_x_n':
       scores = scores * np.array([float(r.update_weight) for r in results])
-    diagnostics.update(reliabilities={cid: float(r) for cid, r in reliability.items()},
+    diagnostics.update(reliabilities=Reliabilities({cid: float(r)
+                                                   for cid, r in reliability.items()}),
                        fedds_em_iterations=iterations)
     return dawid_skene.reliability_weights(scores), diagnostics
 

@@ -1,0 +1,120 @@
+"""The method registry: every method a config can name, its typed parameters, its code.
+
+A method is one folder, ``methods/<name>/``: its ``__init__`` (TensorFlow-free) holds its
+parameter classes and ``SPECS``, its registry entries (``common.MethodSpec``); beside it
+its ``algorithm`` (the ``base.Method``: client objective and server hooks), its
+``objective`` when it has its own, its ``diagnostics`` (records that score themselves
+against the simulation truth, ``tff_noisy.diagnostics``) and its ``report`` (their
+sections of ``tff-noisy report``). Adding a method is a folder and one line below.
+
+Importing this package imports no TensorFlow, so a config is validated before anything
+heavy; ``method_class`` imports the algorithm a name points to.
+"""
+
+import dataclasses
+import difflib
+import importlib
+
+from tff_noisy.errors import ConfigError
+from tff_noisy.methods import confident_learning
+from tff_noisy.methods import fedavg
+from tff_noisy.methods import fedds
+from tff_noisy.methods import fedefc
+from tff_noisy.methods import fedln
+from tff_noisy.methods import lsc
+from tff_noisy.methods import maskedoptim
+from tff_noisy.methods import robust_losses
+from tff_noisy.methods.common import MethodSpec
+from tff_noisy.params import FIELD, Params
+
+# The registry: one line per method folder, in the order `tff-noisy list` shows them.
+METHODS = {
+    **fedavg.SPECS,
+    **robust_losses.SPECS,
+    **confident_learning.SPECS,
+    **fedln.SPECS,
+    **fedds.SPECS,
+    **lsc.SPECS,
+    **fedefc.SPECS,
+    **maskedoptim.SPECS,
+}
+
+
+def register(specs: dict) -> None:
+  """Adds ``{name: MethodSpec}`` to the registry (a method outside this package)."""
+  for name, spec in specs.items():
+    if name in METHODS:
+      raise ValueError(f"method '{name}' is registered already")
+    if not isinstance(spec, MethodSpec):
+      raise TypeError(f"method '{name}': needs a MethodSpec, got {type(spec).__name__}")
+    METHODS[name] = spec
+
+
+def method_class(name: str) -> type:
+  """The ``base.Method`` subclass of registry entry ``name`` (imports TensorFlow)."""
+  algorithm = METHODS[name].algorithm
+  if not isinstance(algorithm, str):
+    return algorithm
+  module, _, attribute = algorithm.partition(':')
+  return getattr(importlib.import_module(module), attribute)
+
+
+def report_sections() -> list:
+  """Every registered method's report sections, each once, in registry order."""
+  sections = []
+  for spec in METHODS.values():
+    sections += [s for s in spec.report_sections if s not in sections]
+  return sections
+
+
+def device_support() -> str:
+  """What trains on devices (``fl.client_runtime: tflite``), for error messages."""
+  names = [name for name, spec in METHODS.items() if not spec.off_device]
+  return f'supported on devices: methods {", ".join(names)}'
+
+
+def param_names(name: str) -> tuple:
+  """The parameter names method ``name`` takes."""
+  return tuple(f.name for f in dataclasses.fields(METHODS[name].params))
+
+
+def param_owners(key: str) -> list:
+  """The methods that take a parameter named ``key``."""
+  return [name for name in METHODS if key in param_names(name)]
+
+
+def resolve_params(name: str, params: dict, rounds: int) -> Params:
+  """Method ``name``'s parameters with defaults filled in; raises ConfigError.
+
+  ``rounds`` (fl.rounds) bounds round-valued parameters such as FedLN's R_c.
+  """
+  if name not in METHODS:
+    close = difflib.get_close_matches(str(name), list(METHODS), n=1)
+    hint = f"did you mean '{close[0]}'? " if close else ''
+    raise ConfigError(f"method.name: unknown method '{name}'; {hint}"
+                      f"allowed: {', '.join(METHODS)}")
+  allowed = param_names(name)
+  for key in params:
+    if key not in allowed:
+      owners = param_owners(key)
+      close = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.5)
+      belongs = f" (it belongs to {', '.join(owners)})" if owners else ''
+      hint = f"; did you mean '{close[0]}'?" if close else ''
+      raise ConfigError(f"{FIELD}{key}: not a parameter of '{name}'{belongs}{hint} "
+                        f"Allowed: {', '.join(allowed) or 'none'}")
+  resolved = METHODS[name].params(**params)
+  resolved.validate(rounds)
+  return resolved
+
+
+def validate(config) -> Params:
+  """Checks the config's method against its parameters and data; returns the params."""
+  params = resolve_params(config.method.name, config.method.params, config.fl.rounds)
+  if METHODS[config.method.name].needs_public_split and config.data.public_fraction <= 0:
+    raise ConfigError(f"data.public_fraction: method '{config.method.name}' needs an "
+                      'unlabelled public split; set it in (0, 1), e.g. 0.1 as in the paper')
+  off_device = METHODS[config.method.name].off_device
+  if config.fl.client_runtime == 'tflite' and off_device:
+    raise ConfigError(f"fl.client_runtime: tflite, but method '{config.method.name}' "
+                      f'cannot train on devices: {off_device}; {device_support()}')
+  return params

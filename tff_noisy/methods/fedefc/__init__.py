@@ -1,0 +1,68 @@
+"""FedEFC (specs/fedefc.md): prestopping on the clients' accuracy on their own labels,
+then forward correction with each client's own transition matrix; plain forward
+correction (Patrini et al. 2017) after the same switch as its baseline."""
+
+import dataclasses
+
+from tff_noisy.methods.common import MethodSpec
+from tff_noisy.methods.fedefc import report
+from tff_noisy.params import Params, require
+
+
+@dataclasses.dataclass(frozen=True)
+class PrestopParams(Params):
+  """FedEFC's prestopping monitor (specs/fedefc.md §2): when training switches phase."""
+  t_mon: int = 10  # Only rounds after t_mon are monitored.
+  gamma: int = 3  # gamma_thr: non-improving monitored rounds that fire the switch.
+  signal: str = 'global'  # 'global': received model's accuracy on own labels (Eq. 2);
+  # 'training': running training accuracy ([code]).
+  rule: str = 'best'  # 'best': beat the best so far ([code]); 'previous': the last round.
+
+  def check(self, rounds):
+    require(self.t_mon >= 0, 't_mon', 'an integer >= 0', self.t_mon)
+    require(self.t_mon < rounds, 't_mon', f'a round before the last (fl.rounds={rounds})',
+             self.t_mon)
+    require(self.gamma >= 1, 'gamma', 'an integer >= 1', self.gamma)
+    require(self.signal in ('global', 'training'), 'signal', "'global' or 'training'",
+             self.signal)
+    require(self.rule in ('best', 'previous'), 'rule', "'best' or 'previous'", self.rule)
+    super().check(rounds)
+
+
+@dataclasses.dataclass(frozen=True)
+class CorrectionParams(PrestopParams):
+  """Forward correction after the switch, with each client's own transition matrix."""
+  prior_comp: bool = False  # [code]'s class-prior compensation of the matrix.
+  report_matrix_error: bool = True  # Simulation: the matrices' errors at the switch.
+
+
+@dataclasses.dataclass(frozen=True)
+class FedEFCParams(CorrectionParams):
+  normalise: str = 'column'  # Eq. 9: 'column' (p(noisy | true)) or 'row' (ablation).
+
+  def check(self, rounds):
+    require(self.normalise in ('column', 'row'), 'normalise', "'column' or 'row'",
+             self.normalise)
+    super().check(rounds)
+
+
+@dataclasses.dataclass(frozen=True)
+class ForwardCorrectionParams(CorrectionParams):
+  anchor_percentile: float = 97.0  # Patrini's anchors: samples at or above it, per class.
+
+  def check(self, rounds):
+    require(0 < self.anchor_percentile <= 100, 'anchor_percentile',
+             'a percentile in (0, 100]', self.anchor_percentile)
+    super().check(rounds)
+
+
+_ALGORITHM = 'tff_noisy.methods.fedefc.algorithm:'
+SPECS = {
+    'fedefc': MethodSpec(FedEFCParams, _ALGORITHM + 'FedEFC',
+                         'FedEFC: prestopping, then confident-joint forward correction',
+                         report_sections=report.SECTIONS),
+    'forward_correction': MethodSpec(
+        ForwardCorrectionParams, _ALGORITHM + 'ForwardCorrection',
+        'Forward correction (Patrini anchors) after the FedEFC prestopping switch',
+        report_sections=report.SECTIONS),
+}

@@ -1,0 +1,76 @@
+"""LSC: a local K-similarity contrastive regulariser on a frozen encoder (specs/lsc.md).
+
+Every client trains on CE + λ L_CL (``objective.py``), whose in-batch
+neighbours come from a frozen encoder's embeddings; the server runs the configured
+aggregator as for FedAvg. The encoder runs once per dataset and encoder, before round 1
+(``prepare``), on every training example un-augmented (spec §7.5's choice): its
+L2-normalised embeddings are cached on disk (``hub.embed_cached``), kept as derived
+client data (recomputed on resume, never checkpointed) and travel in each client's
+dataset as the per-example field ``embedding``. The encoder never enters the TFF
+computation or the communicated model, and its architecture is independent of the
+client model's.
+
+Encoders (``method.params.encoder``, ``embeddings.encoders``): PCA fitted label-free on
+the training inputs, a TF-Hub handle / SavedModel directory such as ``embed pretrain``'s
+SimCLR encoder, or ``random``: that SimCLR backbone randomly initialised and frozen, the
+paper's Table 4 control.
+
+``results.extra['lsc']`` reports the in-batch neighbour label purity
+(``diagnostics.NeighbourPurity``), scored against the true labels after ``prepare``:
+simulation truth, for reporting only, it never reaches training.
+"""
+
+import numpy as np
+
+from tff_noisy.embeddings import encoders
+from tff_noisy.methods import base
+from tff_noisy.methods.lsc import objective as objective_lib
+from tff_noisy.methods.lsc.diagnostics import NeighbourPurity
+from tff_noisy.ops import contrastive
+
+EMBEDDING = objective_lib.EMBEDDING_KEY
+
+
+class LSC(base.Method):
+  """CE + λ L_CL clients (``KSimilarityObjective``) with precomputed encoder embeddings."""
+
+  @classmethod
+  def dataset_fields(cls, params, data) -> dict:
+    return {EMBEDDING: (np.float32, (encoders.embedding_width(params, data),))}
+
+  @classmethod
+  def objective(cls, params, setup):
+    return objective_lib.KSimilarityObjective(params.k, params.temperature, params.lam,
+                                              params.exclude_self)
+
+  @property
+  def width(self) -> int:
+    return int(self.setup.element_spec[EMBEDDING].shape[-1])
+
+  def prepare(self, data, store) -> dict:
+    """Embeds every training example once (cached); reports the neighbour purity."""
+    encoder, embeddings = encoders.embed_training_inputs(self.params, data, self.setup.seed)
+    expected = (sum(len(data.y[cid]) for cid in data.client_ids), self.width)
+    if embeddings.shape != expected:
+      raise ValueError(f'encoder {encoder.encoder_id} gave embeddings of shape '
+                       f'{embeddings.shape}, expected {expected}')
+    embeddings = contrastive.l2_normalize(embeddings).astype(np.float32)
+    own = {}
+    start = 0
+    for cid in data.client_ids:
+      own[cid] = embeddings[start:start + len(data.y[cid])]
+      store.set_derived(cid, EMBEDDING, own[cid])
+      start += len(own[cid])
+    return {'lsc': NeighbourPurity(own, self.params.k, self.setup.batch_size,
+                                   self.setup.seed, encoder.encoder_id)}
+
+  def client_extras(self, client_id, num_examples, store) -> dict:
+    embeddings = store.get(client_id, EMBEDDING)
+    if embeddings is None:
+      raise ValueError(f"client {client_id}: no '{EMBEDDING}' values; LSC's prepare "
+                       'computes them for every client before round 1')
+    if np.shape(embeddings) != (num_examples, self.width):
+      raise ValueError(
+          f"client {client_id}: '{EMBEDDING}' has shape {np.shape(embeddings)} but its "
+          f'dataset needs ({num_examples}, {self.width}): one row per example')
+    return {EMBEDDING: embeddings}

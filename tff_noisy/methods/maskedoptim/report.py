@@ -1,0 +1,60 @@
+"""MaskedOptim's section of ``tff-noisy report``: its noisy-client detection and label
+estimates against the truth; the flags join the per-client estimates."""
+
+from tff_noisy import reporting
+
+_ROUND_KEYS = (('detection_truth', 'noisy-client detection vs the truth'),
+               ('label_estimate_accuracy', 'estimated labels vs the true labels'))
+
+
+class DetectionSection(reporting.Section):
+  round_keys = ('noisy_clients', 'detection_truth', 'label_estimate_accuracy')
+
+  def estimates(self, results):
+    flagged = [r for r in results.get('rounds', []) if 'noisy_clients' in r]
+    if not flagged or not results.get('client_noise_rates'):
+      return []
+    last = flagged[-1]  # Detection probes every client.
+    return [reporting.Estimate(
+        'noisy_clients', 'flagged as noisy (1) or not (0)', f'round {last["round"]}',
+        {cid: float(cid in (last['noisy_clients'] or []))
+         for cid in sorted(results['client_noise_rates'])})]
+
+  def summary(self, results):
+    lines = []
+    records = results.get('rounds', [])
+    detection = [r['detection_truth'] for r in records if r.get('detection_truth')]
+    if detection:
+      last = detection[-1]
+      lines.append(f'noisy-client detection: {last.get("flagged")} flagged, '
+                   f'{last.get("truly_noisy")} truly noisy; precision '
+                   f'{reporting.num(last.get("precision"))}, recall '
+                   f'{reporting.num(last.get("recall"))}')
+    labels = [r['label_estimate_accuracy'] for r in records
+              if r.get('label_estimate_accuracy')]
+    if labels and labels[-1].get('accuracy') is not None:
+      last = labels[-1]
+      lines.append(f'labels on flagged clients: {last["observed_accuracy"]:.1%} right as '
+                   f'observed, {last["accuracy"]:.1%} as estimated')
+    return lines
+
+  def render(self, w, groups):
+    rows = []
+    has_setting = any(s is not None for s in groups)
+    for setting, methods in groups.items():
+      for method, runs in methods.items():
+        for run in runs:
+          records = run.results.get('rounds', [])
+          for key, what in _ROUND_KEYS:
+            last = [r for r in records if r.get(key)]
+            if last:
+              rows.append(([setting] if has_setting else []) + [
+                  method, reporting.seed_label(run), f'{what} (round {last[-1]["round"]})',
+                  reporting.scalars(last[-1][key])])
+    if rows:
+      w.add('## Noisy-client detection and label estimates', '')
+      w.table((['setting'] if has_setting else []) + ['method', 'run', 'what', 'values'],
+              rows)
+
+
+SECTIONS = (DetectionSection(),)
