@@ -109,7 +109,7 @@ def demo_rounds(rounds: int) -> dict:
   config_path = os.path.join(os.path.dirname(__file__), '..', 'experiments', 'configs',
                              'demo.yaml')
   measured = {}
-  for name in aggregators.AGGREGATOR_PARAMS:
+  for name in aggregators.AGGREGATORS:
     config = config_lib.load(config_path, [f'fl.rounds={rounds}', f'fl.aggregator={name}',
                                            'method.name=fedavg', 'method.params={}'])
     with tempfile.TemporaryDirectory() as out:

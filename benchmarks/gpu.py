@@ -75,6 +75,7 @@ def measure(variant: str, args) -> dict:
     tf.config.experimental.set_memory_growth(gpu, True)
   from tff_noisy import config as config_lib  # pylint: disable=g-import-not-at-top
   from tff_noisy import runtime as runtime_lib  # pylint: disable=g-import-not-at-top
+  from tff_noisy.simulation import assembly  # pylint: disable=g-import-not-at-top
   from tff_noisy.simulation import driver  # pylint: disable=g-import-not-at-top
   from tff_noisy.simulation.client_state import ClientStateStore  # pylint: disable=g-import-not-at-top
   config = config_lib.from_dict({
@@ -83,7 +84,7 @@ def measure(variant: str, args) -> dict:
              'batch_size': args.batch_size, 'client_lr': 0.05,
              'client_runtime': runtime}})
   data, source = _data(args.clients, args.examples)
-  method = driver.build_method(config, data)
+  method = assembly.build_method(config, data)
   process = method.process
   tf.keras.utils.set_random_seed(0)
   state = process.set_model_weights(process.initialize(), driver._keras_weights(  # pylint: disable=protected-access

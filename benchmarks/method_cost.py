@@ -37,12 +37,13 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 import numpy as np  # pylint: disable=g-import-not-at-top
 
-from experiments import run as cli  # pylint: disable=g-import-not-at-top
 from tff_noisy import config as config_lib  # pylint: disable=g-import-not-at-top
 from tff_noisy import validation  # pylint: disable=g-import-not-at-top
 from tff_noisy.data import federated as federated_data  # pylint: disable=g-import-not-at-top
 from tff_noisy.data import sources  # pylint: disable=g-import-not-at-top
+from tff_noisy.simulation import assembly  # pylint: disable=g-import-not-at-top
 from tff_noisy.simulation import driver  # pylint: disable=g-import-not-at-top
+from tff_noisy.simulation import studies  # pylint: disable=g-import-not-at-top
 from tff_noisy.simulation.client_state import ClientStateStore  # pylint: disable=g-import-not-at-top
 
 RESULTS = os.path.join(os.path.dirname(__file__), 'results')
@@ -54,7 +55,7 @@ class _Variant:
 
   def __init__(self, name, config, data):
     self.name = name
-    self.method = driver.build_method(config, data, validation.validate_experiment(config))
+    self.method = assembly.build_method(config, data, validation.validate_experiment(config))
     process = self.method.process
     model = self.method.setup.model_fn()
     self.state = process.set_model_weights(process.initialize(), driver._keras_weights(model))  # pylint: disable=protected-access
@@ -113,7 +114,7 @@ def main():
   configs = {}
   for name in args.methods.split(','):
     for runtime in runtimes:
-      config = cli.method_config(base, name)
+      config = studies.method_config(base, name)
       config.fl = dataclasses.replace(config.fl, client_runtime=runtime)
       configs[f'{name} [{runtime}]' if len(runtimes) > 1 else name] = config
   data = federated_data.build_federated_data(base)

@@ -101,12 +101,13 @@ def measure_one(num_clients: int, rounds: int, examples: int, batch_size: int,
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from tff_noisy import runtime as runtime_lib  # pylint: disable=g-import-not-at-top
   from tff_noisy import tff_runtime  # pylint: disable=g-import-not-at-top
+  from tff_noisy.simulation import assembly  # pylint: disable=g-import-not-at-top
   from tff_noisy.simulation import driver  # pylint: disable=g-import-not-at-top
   from tff_noisy.simulation.client_state import ClientStateStore  # pylint: disable=g-import-not-at-top
 
   config = _config(num_clients, batch_size, runtime)
   data = _clients_with_replacement(num_clients, examples)
-  method = driver.build_method(config, data)
+  method = assembly.build_method(config, data)
   process = method.process
   tf.keras.utils.set_random_seed(0)  # The same initial model on every runtime.
   state = process.set_model_weights(process.initialize(),

@@ -19,8 +19,6 @@ warnings, which are hidden by default.
 """
 
 import argparse
-import copy
-import csv
 import logging
 import os
 import signal
@@ -38,6 +36,7 @@ from tff_noisy import workers
 from tff_noisy.data import sources
 from tff_noisy.embeddings.cli import add_embed_command
 from tff_noisy.simulation import run_dir
+from tff_noisy.simulation import studies
 from tflite_export import export_run
 
 
@@ -96,41 +95,6 @@ def _cmd_run(args) -> None:
         f'last-10 mean {results.last10_accuracy:.4f}  -> {args.out}')
 
 
-def method_config(config: config_lib.ExperimentConfig, method: str):
-  """``config`` with ``method``, keeping the config's method params that ``method`` takes.
-
-  So a fedln config's k and R_c also apply to fedln_nnc and fedln_nafedavg. The result
-  is validated whole (every registry's choices), before any run starts.
-  """
-  values = copy.deepcopy(config.to_dict())
-  accepted = methods.param_names(method) if method in methods.METHODS else ()
-  params = {k: v for k, v in values['method']['params'].items() if k in accepted}
-  values['method'] = {'name': method, 'params': params}
-  resolved = config_lib.from_dict(values)
-  validation.validate_experiment(resolved)
-  return resolved
-
-
-def method_configs(config: config_lib.ExperimentConfig, names: list) -> dict:
-  """One validated config per method in ``names`` (``method_config``), before any run.
-
-  The config's method.params may name the parameters of its own method and of any
-  compared method (e.g. FedLN's R_c beside MaskedOptim's T_w); each method keeps the ones
-  it takes. A parameter that none of them takes is an error, as it is for a single run.
-  """
-  configs = {name: method_config(config, name) for name in names}
-  own = [config.method.name] if config.method.name in methods.METHODS else []
-  taken = {key for name in names + own for key in methods.param_names(name)}
-  for key in config.method.params:
-    if key not in taken:
-      owners = methods.param_owners(key)
-      belongs = f" (it belongs to {', '.join(owners)})" if owners else ''
-      raise config_lib.ConfigError(
-          f"method.params.{key}: neither the config's method ({config.method.name}) nor "
-          f"a compared one ({', '.join(names)}) takes it{belongs}")
-  return configs
-
-
 def _method_names(methods: str) -> list:
   names = [m.strip() for m in methods.split(',') if m.strip()]
   if not names:
@@ -141,27 +105,19 @@ def _method_names(methods: str) -> list:
 def _cmd_compare(args) -> None:
   config = config_lib.load(args.config, args.set)
   names = _method_names(args.methods)
-  configs = method_configs(config, names)  # Validate all first.
-  rows, curves, estimated = [], {}, {}
   with run_dir.claim(args.out, resume=args.resume, overwrite=args.overwrite):
-    for name, method_cfg in configs.items():
-      results = _run(method_cfg, os.path.join(args.out, name), args)
-      rows.append((name, results.final_accuracy, results.last10_accuracy))
-      curves[name] = [(r['round'], r['test_accuracy']) for r in results.evaluated]
-      estimated[name] = report.estimated_summary(results.to_dict())
-    with open(os.path.join(args.out, 'comparison.csv'), 'w', newline='') as f:
-      writer = csv.writer(f)
-      writer.writerow(['method', 'final_accuracy', 'last10_accuracy'])
-      writer.writerows(rows)
-    _plot(curves, os.path.join(args.out, 'comparison.png'))
-  print(f'\n{"method":<16}{"final":>10}{"last-10":>10}')
-  for name, final, last10 in rows:
-    print(f'{name:<16}{final:>10.4f}{last10:>10.4f}')
+    done = studies.compare(config, names, args.out,
+                           lambda method_cfg, out: _run(method_cfg, out, args))
+  width = max(16, max(len(name) for name, _ in done) + 2)
+  print(f'\n{"method":<{width}}{"final":>10}{"last-10":>10}')
+  for name, results in done:
+    print(f'{name:<{width}}{results.final_accuracy:>10.4f}{results.last10_accuracy:>10.4f}')
+  estimated = {name: report.estimated_summary(results.to_dict()) for name, results in done}
   if any(estimated.values()):
     print('\nwhat each method estimated, against the true noise of the simulation:')
     for name, lines in estimated.items():
       for i, line in enumerate(lines):
-        print(f'  {name if i == 0 else "":<16}{line}')
+        print(f'  {name if i == 0 else "":<{width}}{line}')
   print(f'\ndata {config.data_hash()}, seed {config.seed}; '
         f'saved {os.path.join(args.out, "comparison.csv")} and comparison.png')
 
@@ -178,64 +134,10 @@ def _cmd_grid(args) -> None:
   """Every method x setting x seed on identical data per (setting, seed); a mean table."""
   names = _method_names(args.methods)
   seeds = _seeds(args.seeds)
-  settings = args.setting or ['']
-  runs = []  # (setting, method, seed, config) -- all validated before the first run.
-  for setting in settings:
-    overrides = [kv for kv in setting.split(',') if kv]
-    for seed in seeds:
-      base = config_lib.load(args.config, args.set + overrides + [f'seed={seed}'])
-      runs += [(setting, name, seed, config)
-               for name, config in method_configs(base, names).items()]
-  scores = {}
   with run_dir.claim(args.out, resume=args.resume, overwrite=args.overwrite):
-    for setting, name, seed, config in runs:
-      out = os.path.join(args.out, setting.replace(',', '_').replace('=', '-') or 'default',
-                         f'seed{seed}', name)
-      results = _run(config, out, args)
-      scores.setdefault((setting, name), []).append(
-          (results.final_accuracy, results.last10_accuracy))
-    table = _write_grid(args.out, args.seeds, names, settings, scores)
+    table = studies.grid(args.config, args.set, names, args.setting or [''], seeds,
+                         args.out, lambda config, out: _run(config, out, args))
   print(table)
-
-
-def _write_grid(out: str, seeds: str, names: list, settings: list, scores: dict) -> str:
-  """Writes grid.csv and grid.md (mean and std over seeds); returns the markdown table."""
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  lines = ['| setting | ' + ' | '.join(names) + ' |', '|---|' + '---|' * len(names)]
-  with open(os.path.join(out, 'grid.csv'), 'w', newline='') as f:
-    writer = csv.writer(f)
-    writer.writerow(['setting', 'method', 'seeds', 'final_mean', 'final_std', 'last10_mean',
-                     'last10_std'])
-    for setting in settings:
-      cells = []
-      for name in names:
-        values = np.array(scores[(setting, name)])
-        mean, std = values.mean(axis=0), values.std(axis=0)
-        writer.writerow([setting, name, len(values), mean[0], std[0], mean[1], std[1]])
-        cells.append(f'{100 * mean[0]:.2f} ± {100 * std[0]:.2f} / '
-                     f'{100 * mean[1]:.2f} ± {100 * std[1]:.2f}')
-      lines.append(f'| {setting or "(config)"} | ' + ' | '.join(cells) + ' |')
-  table = '\n'.join(lines)
-  with open(os.path.join(out, 'grid.md'), 'w') as f:
-    f.write(f'Test accuracy (%), final / mean of the last 10 rounds, mean ± std over '
-            f'seeds {seeds}\n\n{table}\n')
-  return table
-
-
-def _plot(curves, path) -> None:
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use('Agg')
-  from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
-  fig, ax = plt.subplots(figsize=(6, 4))
-  for name, points in curves.items():
-    ax.plot([p[0] for p in points], [p[1] for p in points], label=name)
-  ax.set_xlabel('round')
-  ax.set_ylabel('test accuracy')
-  ax.legend()
-  ax.grid(alpha=0.3)
-  fig.tight_layout()
-  fig.savefig(path, dpi=100)
-  plt.close(fig)
 
 
 def _cmd_worker(args) -> None:
@@ -249,8 +151,9 @@ def _cmd_list(args) -> None:
 def _cmd_evaluate(args) -> None:
   """The final model of a finished run on the test split; writes RUN_DIR/evaluation.json."""
   import json  # pylint: disable=g-import-not-at-top
+  from tff_noisy.simulation import assembly  # pylint: disable=g-import-not-at-top
   from tff_noisy.simulation import driver  # pylint: disable=g-import-not-at-top
-  run = driver.load_finished_run(args.run_dir)
+  run = assembly.load_finished_run(args.run_dir)
   scores = driver.evaluate(run.model, run.data.x_test, run.data.y_test)
   path = os.path.join(args.run_dir, 'evaluation.json')
   with open(path, 'w') as f:

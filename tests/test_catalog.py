@@ -21,7 +21,7 @@ from tff_noisy.ops import faults
 _ROOT = os.path.join(os.path.dirname(__file__), '..')
 _REGISTRIES = {
     'methods': methods.METHODS,
-    'aggregators': aggregators.AGGREGATOR_PARAMS,
+    'aggregators': aggregators.AGGREGATORS,
     'models': zoo.MODELS,
     'datasets': sources.DATASETS,
     'noise': noise.NOISE_MODELS,
@@ -100,11 +100,11 @@ def test_fedavg_has_no_parameters_and_fedds_says_it_needs_a_public_split():
 
 
 def test_aggregator_defaults_are_the_registrys():
-  assert set(aggregators.AGGREGATOR_SUMMARIES) == set(aggregators.AGGREGATOR_PARAMS)
   for choice in catalog.section('aggregators').choices:
-    assert {p.name: p.default for p in choice.params} == (
-        aggregators.AGGREGATOR_PARAMS[choice.name])
-  assert _block(catalog.render('aggregators'), 'multi_krum')[1:] == ['f: 1', 'm: 2']
+    assert {p.name: p.default for p in choice.params} == dataclasses.asdict(
+        aggregators.AGGREGATORS[choice.name].params())
+  assert _block(catalog.render('aggregators'), 'multi_krum')[1:] == [
+      'f: 1  # Byzantine clients tolerated.', 'm: 2  # Clients averaged, in [1, n - f].']
 
 
 def test_model_options_and_defaults():
@@ -168,11 +168,11 @@ def test_field_comments_read_the_source_and_continuation_lines():
   assert catalog.field_comments(namespace['NoSource']) == {}
 
 
-@pytest.mark.parametrize('name, hint', [('modles', "did you mean 'models'? "), ('xyz', '')])
+@pytest.mark.parametrize('name, hint', [('modles', "; did you mean 'models'?"), ('xyz', '')])
 def test_unknown_section_names_the_allowed_ones(name, hint):
   with pytest.raises(UserError) as error:
     catalog.section(name)
-  assert str(error.value) == (f"list: unknown section '{name}'; {hint}allowed: methods, "
+  assert str(error.value) == (f"list: unknown section '{name}'{hint} Allowed: methods, "
                               'aggregators, models, datasets, noise, partitions, faults, '
                               'config')
 
@@ -185,7 +185,7 @@ def test_cli_list(capsys):
     cli.main(['list', 'model'])
   assert exit_info.value.code == 2
   assert capsys.readouterr().err == (
-      "tff-noisy: error: list: unknown section 'model'; did you mean 'models'? allowed: "
+      "tff-noisy: error: list: unknown section 'model'; did you mean 'models'? Allowed: "
       'methods, aggregators, models, datasets, noise, partitions, faults, config\n')
   cli.main(['list', 'config'])
   assert capsys.readouterr().out == catalog.config_defaults() + '\n'

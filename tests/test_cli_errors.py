@@ -14,6 +14,7 @@ from tff_noisy import methods
 from tff_noisy import simulation
 from tff_noisy.simulation import results as results_lib
 from tff_noisy.simulation import run_dir
+from tff_noisy.simulation import studies
 
 _DEMO = os.path.join(os.path.dirname(__file__), '..', 'experiments', 'configs', 'demo.yaml')
 
@@ -85,12 +86,12 @@ def test_compared_methods_share_one_params_section(capsys, tmp_path, command):
           '--set', 'method.params.warmup_rounds=6']
   config = config_lib.load(_DEMO, sets[1::2])
   assert config.method.name == 'fedln_nafedavg'
-  configs = cli.method_configs(config, ['fedavg', 'fedln', 'maskedoptim'])
+  configs = studies.method_configs(config, ['fedavg', 'fedln', 'maskedoptim'])
   assert configs['fedavg'].method.params == {}
   assert configs['fedln'].method.params == {'activation_round': 4}
   assert configs['maskedoptim'].method.params == {'warmup_rounds': 6}
   # The config's own method takes R_c: comparing FedAvg with FedProx on it is fine.
-  assert set(cli.method_configs(config_lib.load(_DEMO), ['fedavg', 'fedprox'])) == {
+  assert set(studies.method_configs(config_lib.load(_DEMO), ['fedavg', 'fedprox'])) == {
       'fedavg', 'fedprox'}
   message = _fails(capsys, [command, _DEMO, '--methods', 'fedavg,fedprox', *sets,
                             '--out', str(tmp_path)])

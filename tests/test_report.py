@@ -15,8 +15,10 @@ import numpy as np
 import pytest
 
 from experiments import run as cli
+from tff_noisy import config as config_lib
 from tff_noisy import report
 from tff_noisy.simulation import results as results_lib
+from tff_noisy.simulation import studies
 
 _ROOT = os.path.join(os.path.dirname(__file__), '..')
 _RATES = {'client_000': 0.0, 'client_001': 0.1, 'client_002': 0.4, 'client_003': 0.6}
@@ -245,8 +247,15 @@ def test_report_of_a_grid_with_an_unfinished_run(tmp_path):
 
 
 def test_report_names_a_running_grids_missing_runs(tmp_path):
+  """The manifest a grid writes before its first run names the runs not begun."""
   out = tmp_path / 'grid'
   _write(out / 'default' / 'seed0' / 'fedavg', 'fedavg', _accuracies(0, 0.0))
+  config = config_lib.from_dict({'data': {'dataset': 'digits'}})
+  studies.write_manifest(str(out), 'grid', [
+      studies.PlannedRun(os.path.join('default', f'seed{seed}', method), method, config,
+                         'default', seed)
+      for seed in (0, 1) for method in ('fedavg', 'fedln')], ['fedavg', 'fedln'], [0, 1],
+      {'default': ''})
   (out / '.tff-noisy.lock').write_text(json.dumps({
       'pid': os.getpid(), 'host': socket.gethostname(), 'started': 'now',
       'command': 'tff-noisy grid c.yaml --methods fedavg,fedln --seeds 0,1 --out grid'}))

@@ -10,7 +10,6 @@ comment-only lines right below it).
 
 import collections
 import dataclasses
-import difflib
 import inspect
 import io
 import textwrap
@@ -26,6 +25,7 @@ from tff_noisy.data import sources
 from tff_noisy.errors import UserError
 from tff_noisy.federated import aggregators
 from tff_noisy.ops import faults
+from tff_noisy.params import did_you_mean
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,9 +116,8 @@ def _methods() -> Section:
 
 def _aggregators() -> Section:
   return Section('fl.aggregator; parameters under fl.aggregator_params', tuple(
-      Choice(name, aggregators.AGGREGATOR_SUMMARIES[name],
-             tuple(Param(p, default) for p, default in defaults.items()))
-      for name, defaults in aggregators.AGGREGATOR_PARAMS.items()))
+      Choice(name, spec.summary, _params(spec.params))
+      for name, spec in aggregators.AGGREGATORS.items()))
 
 
 def _models() -> Section:
@@ -180,10 +179,8 @@ CONFIG = 'config'  # ``tff-noisy list config``: every config field with its defa
 def section(name: str) -> Section:
   """Section ``name``; a UserError naming the sections for any other name."""
   if name not in SECTIONS:
-    close = difflib.get_close_matches(str(name), [*SECTIONS, CONFIG], n=1)
-    hint = f"did you mean '{close[0]}'? " if close else ''
-    raise UserError(f"list: unknown section '{name}'; {hint}allowed: "
-                    f"{', '.join([*SECTIONS, CONFIG])}")
+    raise UserError(f"list: unknown section '{name}'{did_you_mean(name, [*SECTIONS, CONFIG])}"
+                    f" Allowed: {', '.join([*SECTIONS, CONFIG])}")
   return SECTIONS[name]()
 
 

@@ -8,7 +8,6 @@ and name the field, e.g. ``noise.rate``.
 """
 
 import dataclasses
-import difflib
 import hashlib
 import json
 import math
@@ -20,6 +19,7 @@ from tff_noisy.device import DEVICES
 from tff_noisy.errors import ConfigError  # pylint: disable=unused-import (re-exported)
 from tff_noisy.errors import warn
 from tff_noisy.ops import faults as faults_lib
+from tff_noisy.params import did_you_mean
 from tff_noisy.runtime import RUNTIMES as CLIENT_RUNTIMES
 
 
@@ -222,10 +222,8 @@ def _build(cls, values: Any, path: str):
   for key, value in values.items():
     name = f'{path}.{key}' if path else str(key)
     if key not in fields:
-      close = difflib.get_close_matches(str(key), list(fields), n=1)
-      hint = f"; did you mean '{close[0]}'?" if close else ''
-      raise ConfigError(
-          f"unknown config key '{name}'{hint} Allowed here: {', '.join(fields)}")
+      raise ConfigError(f"unknown config key '{name}'{did_you_mean(key, fields)} "
+                        f"Allowed here: {', '.join(fields)}")
     annotation = hints[key]
     if dataclasses.is_dataclass(annotation):
       kwargs[key] = _build(annotation, value, name)
@@ -325,10 +323,8 @@ def validate(config: ExperimentConfig) -> None:
            f'must be >= 1, got {fl.checkpoint_every}')
   _require(fl.weight_decay >= 0, 'fl.weight_decay', f'must be >= 0, got {fl.weight_decay}')
   if fl.client_runtime not in CLIENT_RUNTIMES:
-    close = difflib.get_close_matches(str(fl.client_runtime), CLIENT_RUNTIMES, n=1)
-    hint = f"; did you mean '{close[0]}'?" if close else ''
     _require(False, 'fl.client_runtime', f"must be one of {', '.join(CLIENT_RUNTIMES)}; "
-             f"got '{fl.client_runtime}'{hint}")
+             f"got '{fl.client_runtime}'{did_you_mean(fl.client_runtime, CLIENT_RUNTIMES)}")
   if fl.clients_per_call is not None:
     _require(fl.clients_per_call >= 1, 'fl.clients_per_call',
              f'must be >= 1 (or unset: automatic), got {fl.clients_per_call}')

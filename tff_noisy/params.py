@@ -1,14 +1,17 @@
-"""Typed parameter groups: frozen dataclasses whose values are checked from their
-annotations, then by each class's own ``check`` (ranges and choices).
+"""Typed parameter groups: frozen dataclasses built from a config mapping, whose values
+are checked from their annotations, then by each class's own ``check`` (ranges, choices).
 
-A method's parameters (``methods/<name>/``) and the encoder group (``embeddings.params``)
-derive from ``Params``; ``require`` raises the :class:`ConfigError` that names the field
-(``method.params.k``) and what it allows. TensorFlow-free, so a config is checked before
-anything heavy is imported.
+A method's parameters (``methods/<name>/``), the encoder group (``embeddings.params``)
+and each aggregator's (``federated.aggregators.params``) derive from ``Params``;
+``from_mapping`` refuses unknown names with a "did you mean", ``require`` raises the
+:class:`ConfigError` that names the field (``method.params.k``) and what it allows.
+TensorFlow-free, so a config is checked before anything heavy is imported.
 """
 
 import dataclasses
+import difflib
 import typing
+from typing import ClassVar
 
 from tff_noisy.errors import ConfigError
 
@@ -23,11 +26,22 @@ def is_integer(value) -> bool:
   return isinstance(value, int) and not isinstance(value, bool)
 
 
-def require(condition: bool, name: str, message: str, value) -> None:
+def did_you_mean(value, choices, cutoff: float = 0.6) -> str:
+  """"; did you mean 'X'?" for the choice closest to ``value``, or '' if none is close."""
+  close = difflib.get_close_matches(str(value), list(choices), n=1, cutoff=cutoff)
+  return f"; did you mean '{close[0]}'?" if close else ''
+
+
+def fail(name: str, message: str, prefix: str = FIELD):
+  """Raises ``ConfigError('PREFIX NAME: MESSAGE')``."""
+  raise ConfigError(f'{prefix}{name}: {message}')
+
+
+def require(condition: bool, name: str, message: str, value, prefix: str = FIELD) -> None:
   """Raises ``ConfigError('method.params.NAME: needs MESSAGE, got VALUE')`` unless
-  ``condition``."""
+  ``condition`` (another field ``prefix`` than method.params.)."""
   if not condition:
-    raise ConfigError(f'{FIELD}{name}: needs {message}, got {value!r}')
+    fail(name, f'needs {message}, got {value!r}', prefix)
 
 
 _TYPE_CHECKS = {int: (is_integer, 'an integer'), float: (is_number, 'a number'),
@@ -42,16 +56,43 @@ class Params:
 
   ``validate`` checks every value's type from the annotations, then ``check``: each
   class checks its own values' ranges and calls ``super().check`` (so a method that
-  combines groups checks them all, its own first).
+  combines groups checks them all, its own first). ``check``'s argument is what the
+  limits depend on: fl.rounds for a method, the clients per round for an aggregator.
   """
 
-  def validate(self, rounds: int) -> None:
-    """Raises ConfigError unless every value is allowed; ``rounds`` is fl.rounds."""
-    self._check_types()
-    self.check(rounds)
+  prefix: ClassVar[str] = FIELD  # Where its fields sit in a config.
 
-  def check(self, rounds: int) -> None:
-    del rounds
+  @classmethod
+  def from_mapping(cls, values: dict, context, owner: str, belongs=None) -> 'Params':
+    """``cls`` from a config mapping, defaults filled in and validated against
+    ``context``; ConfigError for a name it does not take (``owner``: whose parameters
+    they are; ``belongs(key)``: where a misplaced key belongs, for the message)."""
+    if not isinstance(values, dict):
+      raise ConfigError(f'{cls.prefix[:-1]}: expected a mapping, got {values!r}')
+    allowed = [f.name for f in dataclasses.fields(cls)]
+    for key in values:
+      if key not in allowed:
+        where = belongs(key) if belongs else ''
+        fail(key, f"not a parameter of '{owner}'{where}{did_you_mean(key, allowed, 0.5)} "
+             f"Allowed: {', '.join(allowed) or 'none'}", cls.prefix)
+    resolved = cls(**values)
+    resolved.validate(context)
+    return resolved
+
+  def validate(self, context) -> None:
+    """Raises ConfigError unless every value is allowed (see ``check``)."""
+    self._check_types()
+    self.check(context)
+
+  def check(self, context) -> None:
+    del context
+
+  def as_dict(self) -> dict:
+    """The values, a ``float`` field's whole numbers as floats (what a builder takes)."""
+    hints = typing.get_type_hints(type(self))
+    return {f.name: float(getattr(self, f.name))
+            if hints[f.name] is float else getattr(self, f.name)
+            for f in dataclasses.fields(self)}
 
   def _check_types(self) -> None:
     hints = typing.get_type_hints(type(self))
@@ -63,4 +104,4 @@ class Params:
           continue
         annotation = typing.get_args(annotation)[0]
       test, what = _TYPE_CHECKS[annotation]
-      require(test(value), field.name, what, value)
+      require(test(value), field.name, what, value, self.prefix)

@@ -15,12 +15,9 @@ out.
 
 import csv
 import dataclasses
-import functools
 import json
-import math
 import os
 import re
-import shlex
 import socket
 from typing import Dict, List, Optional, Tuple
 
@@ -28,11 +25,12 @@ import numpy as np
 
 from tff_noisy import methods as registry
 from tff_noisy.errors import UserError
-from tff_noisy.reporting import (Estimate, Run, Writer, client_values, mean_std, num, pct,
+from tff_noisy.reporting import (Estimate, Run, Writer, mean_std, num, pct,
                                  pearson, plot_scatter, pyplot, save, scalars, seed_label,
                                  slug, weights_estimate)
 from tff_noisy.simulation import results as results_lib
 from tff_noisy.simulation import run_dir
+from tff_noisy.simulation import studies
 
 REPORT_FILE = 'report.md'
 _RESULTS = results_lib.RESULTS_FILE
@@ -57,7 +55,7 @@ class Layout:
   directory: str
   runs: List[Run]
   settings: Dict[str, str]  # Setting directory name -> its --setting overrides.
-  missing: List[Tuple[Optional[str], Optional[int], str]]  # Named by the lock, not begun.
+  missing: List[Tuple[Optional[str], Optional[int], str]]  # In the manifest, not begun.
   lock: Optional[str]
 
 
@@ -133,49 +131,28 @@ def _load_run(root: str, path: str, method: str, setting=None, seed=None) -> Run
              checkpoint_round=checkpoint_round, lock=_lock_note(full))
 
 
-def _command_option(command: Optional[str], option: str) -> List[str]:
-  """Every value of ``option`` in a lock's command line."""
-  try:
-    words = shlex.split(command or '')
-  except ValueError:
-    return []
-  return [value for name, value in zip(words, words[1:]) if name == option]
-
-
-def _command_kind(command: Optional[str]) -> Optional[str]:
-  """'run', 'compare' or 'grid': the tff-noisy command of a lock's command line."""
-  try:
-    words = shlex.split(command or '')
-  except ValueError:
-    return None
-  return next((w for w in words if w in ('run', 'compare', 'grid')), None)
-
-
-def setting_dir(setting: str) -> str:
-  """The directory ``tff-noisy grid`` names a ``--setting`` by."""
-  return setting.replace(',', '_').replace('=', '-') or 'default'
-
-
 def discover(directory: str) -> Layout:
-  """Reads the layout of a run, compare or grid directory; ReportError if none fits."""
+  """Reads the layout of a run, compare or grid directory; ReportError if none fits.
+
+  A compare or grid lays itself out by its ``manifest.json`` (``studies``), which also
+  names the runs not started yet; a directory written without one is read by its shape.
+  """
   if not os.path.isdir(directory):
     raise ReportError(f'{directory} is not a directory')
   lock = _lock_note(directory)
-  holder = (_lock_holder(directory) or {}).get('command')
   if os.path.exists(os.path.join(directory, _RESULTS)):
     return _single(directory)
+  manifest = studies.read_manifest(directory) or {}
+  kind = manifest.get('kind')
 
   subdirs = _subdirs(directory)
   method_dirs = [d for d in subdirs if _is_run_dir(os.path.join(directory, d))]
   runs = [_load_run(directory, d, d) for d in method_dirs]
   # A compare names each run directory by its method (unlike a folder of unrelated runs).
   named = all(r.path == r.method for r in runs) and any(r.finished for r in runs)
-  command = _command_kind(holder)
-  if os.path.exists(os.path.join(directory, 'comparison.csv')) or command == 'compare' or (
-      runs and named and command != 'grid'):
-    expected = ','.join(_command_option(holder, '--methods')).split(',')
-    missing = [(None, None, m) for m in expected if m and m not in method_dirs]
-    return Layout('compare', directory, runs, {}, missing, lock)
+  if os.path.exists(os.path.join(directory, 'comparison.csv')) or kind == 'compare' or (
+      runs and named and kind != 'grid'):
+    return Layout('compare', directory, runs, {}, _not_started(manifest, runs), lock)
 
   runs = []
   for setting in subdirs:
@@ -188,10 +165,9 @@ def discover(directory: str) -> Layout:
         if _is_run_dir(os.path.join(directory, seed_path, method)):
           runs.append(_load_run(directory, os.path.join(seed_path, method), method,
                                 setting, int(match.group(1))))
-  if runs or os.path.exists(os.path.join(directory, 'grid.csv')) or command == 'grid':
-    settings = _grid_settings(directory, holder, runs)
-    return Layout('grid', directory, runs, settings, _grid_missing(holder, runs, settings),
-                  lock)
+  if runs or os.path.exists(os.path.join(directory, 'grid.csv')) or kind == 'grid':
+    return Layout('grid', directory, runs, _grid_settings(directory, manifest, runs),
+                  _not_started(manifest, runs), lock)
   if _is_run_dir(directory):  # A run that has not written results.json yet.
     return _single(directory)
   raise ReportError(
@@ -205,34 +181,24 @@ def _single(directory: str) -> Layout:
   return Layout('run', directory, [run], {}, [], None if run.finished else run.lock)
 
 
-def _grid_settings(directory: str, command: Optional[str], runs: List[Run]) -> dict:
-  """Setting directory name -> the overrides it stands for (grid.csv, else the lock)."""
-  named = list(_command_option(command, '--setting'))
+def _grid_settings(directory: str, manifest: dict, runs: List[Run]) -> dict:
+  """Setting directory name -> the overrides it stands for (the manifest, else grid.csv)."""
+  settings = dict(manifest.get('settings') or {})
   grid_csv = os.path.join(directory, 'grid.csv')
-  if os.path.exists(grid_csv):
+  if not settings and os.path.exists(grid_csv):
     with open(grid_csv, newline='') as f:
-      named += [row.get('setting', '') for row in csv.DictReader(f)]
-  settings = {setting_dir(s): s for s in named}
-  if command is not None and not _command_option(command, '--setting'):
-    settings.setdefault('default', '')
-  for run in runs:  # Overrides unknown: no grid.csv yet and no lock naming them.
+      settings = {studies.setting_dir(row.get('setting', '')): row.get('setting', '')
+                  for row in csv.DictReader(f)}
+  for run in runs:  # Overrides unknown: written without a manifest or grid.csv.
     settings.setdefault(run.setting, '' if run.setting == 'default' else None)
   return dict(sorted(settings.items()))
 
 
-def _grid_missing(command, runs, settings) -> list:
-  """Runs the running grid's command names that have no directory yet."""
-  methods = ','.join(_command_option(command, '--methods')).split(',')
-  seeds = _command_option(command, '--seeds') or ['0']  # The grid command's default.
-  if not command or not methods[0]:
-    return []
-  try:
-    seeds = [int(s) for s in seeds[-1].split(',')]
-  except ValueError:
-    return []
-  present = {(r.setting, r.seed, r.method) for r in runs}
-  return [(setting, seed, method) for setting in settings for seed in seeds
-          for method in methods if (setting, seed, method) not in present]
+def _not_started(manifest: dict, runs: List[Run]) -> list:
+  """``(setting, seed, method)`` of the manifest's runs that have no directory yet."""
+  present = {run.path for run in runs}
+  return [(r.get('setting'), r.get('seed') if r.get('setting') else None, r['method'])
+          for r in manifest.get('runs') or [] if r.get('path') not in present]
 
 
 # --------------------------------------------------------------------------- numbers

@@ -7,9 +7,9 @@ defaults.
 """
 
 import dataclasses
-import difflib
 
 from tff_noisy.errors import ConfigError
+from tff_noisy.params import did_you_mean
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,10 +46,8 @@ MODELS = {
 def validate(name: str, options: dict) -> None:
   """Raises ConfigError unless model ``name`` exists and takes every option in ``options``."""
   if name not in MODELS:
-    close = difflib.get_close_matches(str(name), list(MODELS), n=1)
-    hint = f"did you mean '{close[0]}'? " if close else ''
-    raise ConfigError(f"model.name: unknown model '{name}'; {hint}"
-                      f"allowed: {', '.join(MODELS)}")
+    raise ConfigError(f"model.name: unknown model '{name}'{did_you_mean(name, MODELS)} "
+                      f"Allowed: {', '.join(MODELS)}")
   allowed = MODELS[name].options
   for option in options:
     if option not in allowed:

@@ -68,12 +68,12 @@ def export_run(run_dir: str, quantize: str = 'none',
   """
   options.check_options(quantize, representative_size, integer_io)
   # pylint: disable=g-import-not-at-top
-  from tff_noisy.simulation import driver
+  from tff_noisy.simulation import assembly
   from tflite_export import convert
   from tflite_export import sidecar
   from tflite_export import verify as verify_lib
   # pylint: enable=g-import-not-at-top
-  results, _, data, model = driver.load_finished_run(run_dir)
+  results, _, data, model = assembly.load_finished_run(run_dir)
   train_x = (np.concatenate([data.x[c] for c in data.client_ids])
              if quantize == 'int8' else None)
   tflite_bytes = convert.convert_keras(model, quantize, train_x,
@@ -99,23 +99,9 @@ def export_run(run_dir: str, quantize: str = 'none',
 
 def client_setup(config, data):
   """``(model_fn, objective, client optimizer)`` the config's clients train with."""
-  # pylint: disable=g-import-not-at-top
-  from tff_noisy import validation
-  from tff_noisy import methods
-  from tff_noisy.methods import base as method_base
-  from tff_noisy.simulation import driver
-  # pylint: enable=g-import-not-at-top
-  choices = validation.validate_experiment(config)
-  model_fn = driver.make_model_fn(config, data.input_shape, data.num_classes)
-  client_optimizer, _ = driver._optimizers(config)  # pylint: disable=protected-access
-  setup = method_base.Setup(
-      model_fn=model_fn, element_spec=None, client_optimizer=client_optimizer,
-      server_optimizer=None, aggregator=None, local_epochs=config.fl.local_epochs,
-      weight_decay=config.fl.weight_decay, seed=config.seed, rounds=config.fl.rounds,
-      num_classes=data.num_classes, batch_size=config.fl.batch_size)
-  objective = methods.method_class(config.method.name).objective(
-      choices.method_params, setup)
-  return model_fn, objective, client_optimizer
+  from tff_noisy.simulation import assembly  # pylint: disable=g-import-not-at-top
+  setup, objective = assembly.client_objective(config, data)
+  return setup.model_fn, objective, setup.client_optimizer
 
 
 def export_on_device(source: str, out: Optional[str] = None) -> dict:
@@ -138,7 +124,7 @@ def export_on_device(source: str, out: Optional[str] = None) -> dict:
   import tensorflow as tf
   from tff_noisy import config as config_lib
   from tff_noisy.data import federated as federated_data
-  from tff_noisy.simulation import driver
+  from tff_noisy.simulation import assembly
   from tflite_export import sidecar
   from tflite_export import training
   # pylint: enable=g-import-not-at-top
@@ -153,7 +139,7 @@ def export_on_device(source: str, out: Optional[str] = None) -> dict:
                            'client_training.tflite')
     config_hash = config.data_hash()
   else:
-    results, config, data, model = driver.load_finished_run(source)
+    results, config, data, model = assembly.load_finished_run(source)
     _, objective, optimizer = client_setup(config, data)
     default = os.path.join(source, 'client_training.tflite')
     config_hash = results['data_hash']

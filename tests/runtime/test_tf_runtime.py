@@ -18,6 +18,7 @@ from tff_noisy.federated import client_work
 from tff_noisy.methods.maskedoptim import objective as masked_optim
 from tff_noisy.federated.objectives.base import ClientObjective
 from tff_noisy.runtime import tf_clients
+from tff_noisy.simulation import assembly
 from tff_noisy.simulation import driver
 from tff_noisy.simulation.client_state import ClientStateStore
 from tff_noisy.tff_runtime import import_tff
@@ -56,7 +57,7 @@ def one_round(cache, runtime, method, aggregator='mean', stacks=(True,)):
   one process, its client runtime rebuilt)."""
   config = _config(cache, runtime, method, aggregator)
   data = federated_data.build_federated_data(config)
-  built = driver.build_method(config, data)
+  built = assembly.build_method(config, data)
   process = built.process
   store = ClientStateStore()
   built.prepare(data, store)

@@ -8,6 +8,7 @@ import tensorflow as tf
 from tff_noisy import config as config_lib
 from tff_noisy.data import federated as federated_data
 from tff_noisy.simulation import client_state
+from tff_noisy.simulation import assembly
 from tff_noisy.simulation import driver
 from tff_noisy.simulation import results as results_lib
 
@@ -50,7 +51,7 @@ def test_two_rounds_with_dropouts_and_nan_clients(tmp_path, tmp_cache):
 def _initial_weights(config):
   data = federated_data.build_federated_data(config)
   tf.keras.utils.set_random_seed(config.seed)
-  return driver.make_model_fn(config, data.input_shape, data.num_classes)().get_weights()
+  return assembly.make_model_fn(config, data.input_shape, data.num_classes)().get_weights()
 
 
 def test_round_without_reporters_leaves_the_model_and_warns_once(tmp_path, tmp_cache,
@@ -76,7 +77,7 @@ def test_dropout_round_is_the_mean_over_the_reporters(tmp_path, tmp_cache):
   assert len(reporters) == 2 and len(record['dropped_clients']) == 2
   plain = _config({}, rounds=1)
   data = federated_data.build_federated_data(plain)
-  method = driver.build_method(plain, data)
+  method = assembly.build_method(plain, data)
   weights = _initial_weights(plain)
   state = method.process.initialize()
   state = method.process.set_model_weights(state, tf.nest.pack_sequence_as(

@@ -13,7 +13,7 @@ import models
 from tff_noisy import config as config_lib
 from tff_noisy.data import federated
 from tff_noisy.data import keywords
-from tff_noisy.simulation import driver
+from tff_noisy.simulation import assembly
 from tff_noisy.simulation import results as results_lib
 from tflite_export import convert
 from tflite_export import export_run as export_lib
@@ -35,7 +35,7 @@ def run_dir(tmp_path_factory):
       'partition': {'num_clients': 3}, 'model': {'name': 'mlp'}})
   data = federated.build_federated_data(config)
   tf.keras.utils.set_random_seed(0)
-  model = driver.make_model_fn(config, data.input_shape, data.num_classes)()
+  model = assembly.make_model_fn(config, data.input_shape, data.num_classes)()
   model.compile(tf.keras.optimizers.Adam(3e-3),
                 tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
   x = np.concatenate(list(data.x.values()))
@@ -161,7 +161,7 @@ def test_audio_model_trained_on_keywords_converts_to_builtins():
 def test_evaluate_command_scores_the_final_model_per_class(run_dir, capsys):
   cli.main(['evaluate', str(run_dir)])
   saved = json.loads((run_dir / 'evaluation.json').read_text())
-  run = driver.load_finished_run(str(run_dir))
+  run = assembly.load_finished_run(str(run_dir))
   predicted = np.argmax(run.model.predict(run.data.x_test, verbose=0), axis=1)
   assert saved['test_accuracy'] == np.mean(predicted == run.data.y_test)
   for c, accuracy in enumerate(saved['test_class_accuracy']):

@@ -16,6 +16,7 @@ from tff_noisy.methods.fedefc import objective as forward_correction
 from tff_noisy.methods.maskedoptim import objective as masked_optim
 from tff_noisy.federated.objectives.base import ClientObjective
 from tff_noisy.ops import transition
+from tff_noisy.simulation import assembly
 from tff_noisy.simulation import driver
 from tff_noisy.tff_runtime import import_tff
 from tflite_export import device_client
@@ -316,7 +317,7 @@ def _finished_run(root, model_name='mlp', method='fedavg', params=None):
              'local_epochs': 2}})
   data = federated.build_federated_data(config)
   tf.keras.utils.set_random_seed(1)
-  model = driver.make_model_fn(config, data.input_shape, data.num_classes)()
+  model = assembly.make_model_fn(config, data.input_shape, data.num_classes)()
   out = root / 'run'
   results_lib.write(str(out), results_lib.Results(
       config=config.to_dict(), data_hash=config.data_hash(), method=method,

@@ -33,10 +33,10 @@ from concurrent import futures
 import numpy as np
 from scipy import signal
 
-from tff_noisy.data import sources
+from tff_noisy.data import audio
 
-SAMPLE_RATE = 16000
-CLIP_SAMPLES = sources.AUDIO_SAMPLES  # 1 s.
+SAMPLE_RATE = audio.SAMPLE_RATE
+CLIP_SAMPLES = audio.CLIP_SAMPLES
 FILENAME = 'keywords-v1.npz'  # Bump the version whenever the output changes.
 WORDS = ('yes', 'no', 'up', 'down', 'left', 'right', 'on', 'off', 'stop', 'go')
 _ACCENTS = ('en', 'en-us', 'en-gb-scotland', 'en-029')

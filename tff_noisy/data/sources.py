@@ -29,13 +29,15 @@ from typing import Mapping, Optional
 
 import numpy as np
 
+from tff_noisy.data import audio
+
 DATA_ENV = 'TFF_NOISY_DATA'
 CACHE_ENV = 'TFF_NOISY_CACHE'
 # name -> (Debian package, directory of its IDX files).
 DEBIAN_PACKAGES = {
     'fashion_mnist': ('dataset-fashion-mnist', '/usr/share/datasets/fashion-mnist'),
 }
-AUDIO_SAMPLES = 16000  # speech_commands: 1 s at 16 kHz.
+AUDIO_SAMPLES = audio.CLIP_SAMPLES  # speech_commands: 1 s at 16 kHz.
 
 _IDX_FILES = {
     'x_train': 'train-images-idx3-ubyte',

@@ -12,7 +12,6 @@ heavy; ``method_class`` imports the algorithm a name points to.
 """
 
 import dataclasses
-import difflib
 import importlib
 
 from tff_noisy.errors import ConfigError
@@ -25,7 +24,7 @@ from tff_noisy.methods import lsc
 from tff_noisy.methods import maskedoptim
 from tff_noisy.methods import robust_losses
 from tff_noisy.methods.common import MethodSpec
-from tff_noisy.params import FIELD, Params
+from tff_noisy.params import Params, did_you_mean
 
 # The registry: one line per method folder, in the order `tff-noisy list` shows them.
 METHODS = {
@@ -89,22 +88,14 @@ def resolve_params(name: str, params: dict, rounds: int) -> Params:
   ``rounds`` (fl.rounds) bounds round-valued parameters such as FedLN's R_c.
   """
   if name not in METHODS:
-    close = difflib.get_close_matches(str(name), list(METHODS), n=1)
-    hint = f"did you mean '{close[0]}'? " if close else ''
-    raise ConfigError(f"method.name: unknown method '{name}'; {hint}"
-                      f"allowed: {', '.join(METHODS)}")
-  allowed = param_names(name)
-  for key in params:
-    if key not in allowed:
-      owners = param_owners(key)
-      close = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.5)
-      belongs = f" (it belongs to {', '.join(owners)})" if owners else ''
-      hint = f"; did you mean '{close[0]}'?" if close else ''
-      raise ConfigError(f"{FIELD}{key}: not a parameter of '{name}'{belongs}{hint} "
-                        f"Allowed: {', '.join(allowed) or 'none'}")
-  resolved = METHODS[name].params(**params)
-  resolved.validate(rounds)
-  return resolved
+    raise ConfigError(f"method.name: unknown method '{name}'"
+                      f"{did_you_mean(name, METHODS)} Allowed: {', '.join(METHODS)}")
+
+  def belongs(key):
+    owners = param_owners(key)
+    return f" (it belongs to {', '.join(owners)})" if owners else ''
+
+  return METHODS[name].params.from_mapping(params, rounds, name, belongs)
 
 
 def validate(config) -> Params:

@@ -18,19 +18,15 @@ import dataclasses
 import os
 import sys
 import time
-from typing import Callable, NamedTuple, Optional, Sequence
-import zipfile
+from typing import Optional, Sequence
 
 import numpy as np
 from sklearn import metrics as sk_metrics
 import tensorflow as tf
 import tqdm
 
-import models
-from tff_noisy import config as config_lib
 from tff_noisy import device as device_lib
 from tff_noisy import diagnostics as diagnostics_lib
-from tff_noisy import methods
 from tff_noisy import remote
 from tff_noisy import runtime as client_runtime
 from tff_noisy import validation
@@ -38,14 +34,13 @@ from tff_noisy.config import ConfigError, ExperimentConfig
 from tff_noisy.data import federated as federated_data
 from tff_noisy.data import noise as noise_lib
 from tff_noisy.data import sources
-from tff_noisy.errors import UserError, warn
-from tff_noisy.federated import aggregators
+from tff_noisy.errors import warn
 from tff_noisy.federated import client_data as client_data_lib
 from tff_noisy.federated import client_work
 from tff_noisy.federated.client_work import AGGREGATION_WEIGHT_KEY
-from tff_noisy.methods import base as method_base
 from tff_noisy.ops import faults as faults_lib
 from tff_noisy.simulation import checkpoint
+from tff_noisy.simulation import assembly
 from tff_noisy.simulation import progress as progress_lib
 from tff_noisy.simulation import results as results_lib
 from tff_noisy.simulation.client_state import ClientStateStore
@@ -105,93 +100,9 @@ def evaluate(model: tf.keras.Model, x: np.ndarray, y: np.ndarray) -> dict:
   }
 
 
-def make_model_fn(config: ExperimentConfig, input_shape, num_classes) -> Callable:
-  """Checks the model fits the data (a ConfigError if not) and returns its builder."""
-  options = config.model.options()
-  try:
-    models.check_model_fits(config.model.name, tuple(input_shape), num_classes, **options)
-  except ValueError as e:
-    raise ConfigError(f'model.name: {e}') from None
-  return lambda: models.build_model(config.model.name, tuple(input_shape), num_classes,
-                                    **options)
-
-
-def _optimizers(config: ExperimentConfig):
-  fl = config.fl
-  if fl.client_optimizer == 'adam':
-    client = tff.learning.optimizers.build_adam(fl.client_lr)
-  else:
-    client = tff.learning.optimizers.build_sgdm(fl.client_lr, fl.momentum or None)
-  return client, tff.learning.optimizers.build_sgdm(fl.server_lr)
-
-
 def _keras_weights(model: tf.keras.Model):
   """The model's current weights as ``ModelWeights`` of NumPy arrays."""
   return tf.nest.map_structure(lambda v: v.numpy(), client_work.model_weights_of(model))
-
-
-def _element_spec(data, fields: dict, batch_size: int):
-  """The client datasets' element spec, with a method's per-example fields and shapes."""
-  first = data.client_ids[0]
-  extras = {name: np.zeros((1, *shape), dtype) for name, (dtype, shape) in fields.items()}
-  return client_dataset(data.x[first][:1], data.y[first][:1], batch_size, 0,
-                        extras).element_spec
-
-
-def build_method(config: ExperimentConfig, data,
-                 choices: Optional[validation.Choices] = None) -> method_base.Method:
-  """The config's method, built on what the config fixes for every method (``Setup``)."""
-  choices = choices or validation.validate_experiment(config)
-  method_cls = methods.method_class(config.method.name)
-  client_optimizer, server_optimizer = _optimizers(config)
-  setup = method_base.Setup(
-      model_fn=make_model_fn(config, data.input_shape, data.num_classes),
-      element_spec=_element_spec(
-          data, method_cls.dataset_fields(choices.method_params, data), config.fl.batch_size),
-      client_optimizer=client_optimizer, server_optimizer=server_optimizer,
-      aggregator=aggregators.build_factory(config.fl.aggregator, choices.aggregator_params),
-      local_epochs=config.fl.local_epochs, weight_decay=config.fl.weight_decay,
-      seed=config.seed, rounds=config.fl.rounds, num_classes=data.num_classes,
-      batch_size=config.fl.batch_size, faults=config.faults.active(),
-      client_runtime=config.fl.client_runtime, clients_per_call=config.fl.clients_per_call)
-  return method_cls.build(choices.method_params, setup)
-
-
-class FinishedRun(NamedTuple):
-  results: dict  # results.json
-  config: ExperimentConfig
-  data: federated_data.FederatedData
-  model: tf.keras.Model  # With the run's final weights.
-
-
-def load_finished_run(run_dir: str) -> FinishedRun:
-  """A finished run's results, config, federated data (rebuilt or read from the cache)
-  and final model.
-
-  Raises:
-    FileNotFoundError: ``run_dir`` has no results.json or final_weights.npz.
-    UserError: results.json or final_weights.npz cannot be read, or the weights do not
-      fit the run's model (the message names the file).
-  """
-  results = results_lib.load(run_dir)
-  try:
-    weights = results_lib.load_final_weights(run_dir)
-  except (ValueError, EOFError, zipfile.BadZipFile) as e:
-    raise UserError(f'{os.path.join(run_dir, results_lib.WEIGHTS_FILE)} cannot be read '
-                    f'({e}); write it again with `tff-noisy run CONFIG --out {run_dir} '
-                    '--resume`') from None
-  config = config_lib.from_dict(results['config'])
-  data = federated_data.build_federated_data(config)
-  model = make_model_fn(config, data.input_shape, data.num_classes)()
-  expected = [tuple(w.shape) for w in model.get_weights()]
-  if [tuple(w.shape) for w in weights] != expected:
-    raise UserError(f'{os.path.join(run_dir, results_lib.WEIGHTS_FILE)} holds '
-                    f'{len(weights)} arrays that do not fit the run\'s model '
-                    f'({config.model.name}: {len(expected)} weight arrays); it belongs to '
-                    f'another run: write it again with `tff-noisy run CONFIG --out {run_dir} '
-                    '--resume`')
-  model.set_weights(weights)
-  return FinishedRun(results, config, data, model)
 
 
 def run_experiment(config: ExperimentConfig, out_dir: str, *, resume: bool = False,
@@ -234,7 +145,8 @@ class Simulation:
     self.choices = validation.validate_experiment(config)
     self.device = device_lib.select(config.device)  # Before any TensorFlow op runs.
     spec = sources.DATASETS[config.data.dataset]
-    make_model_fn(config, spec.input_shape, spec.num_classes)  # Fits, before any data work.
+    # The model fits the data: checked before any data work.
+    assembly.make_model_fn(config, spec.input_shape, spec.num_classes)
     self.data = federated_data.build_federated_data(config)
     self.truth = diagnostics_lib.Truth.of(self.data)  # What methods' diagnostics score on.
     self.client_ids = list(self.data.client_ids)
@@ -242,7 +154,7 @@ class Simulation:
     if self.clients_per_round > len(self.client_ids):
       raise ConfigError(f'fl.clients_per_round: {self.clients_per_round} > '
                         f'{len(self.client_ids)} clients')
-    self.method = build_method(config, self.data, self.choices)
+    self.method = assembly.build_method(config, self.data, self.choices)
     self.process = self.method.process
     runtime = runtime or {}
     self.runtime = dict(runtime, **client_runtime.describe(self.process,

@@ -19,6 +19,7 @@ from tff_noisy.ops import contrastive
 from tff_noisy.ops import contrastive_tf
 from tff_noisy.ops import losses
 from tff_noisy.simulation import client_state
+from tff_noisy.simulation import assembly
 from tff_noisy.simulation import driver
 from tff_noisy.tff_runtime import import_tff
 
@@ -178,7 +179,7 @@ def test_classifier_architecture_is_independent_of_the_encoders(tmp_cache):
   cid = data.client_ids[0]
   built = {}
   for params in ({'pca_components': 8}, {'encoder': 'random'}):
-    method = driver.build_method(_config(**params), data)
+    method = assembly.build_method(_config(**params), data)
     store = client_state.ClientStateStore()
     method.prepare(data, store)
     model = method.setup.model_fn()
@@ -194,7 +195,7 @@ def test_classifier_architecture_is_independent_of_the_encoders(tmp_cache):
 def test_missing_or_miscounted_embeddings_are_clear_errors(tmp_cache):
   config = _config(pca_components=8)
   data = federated_data.build_federated_data(config)
-  method = driver.build_method(config, data)
+  method = assembly.build_method(config, data)
   store = client_state.ClientStateStore()
   cid = data.client_ids[0]
   n = len(data.y[cid])

@@ -5,6 +5,7 @@ import pytest
 from tff_noisy import config as config_lib
 from tff_noisy import validation
 from tff_noisy.methods.fedds import algorithm as fedds
+from tff_noisy.simulation import assembly
 from tff_noisy.simulation import driver
 from tff_noisy.tff_runtime import import_tff
 
@@ -62,7 +63,7 @@ class _Result:
 def _method(run_config):
   from tff_noisy.data import federated as federated_data  # pylint: disable=g-import-not-at-top
   data = federated_data.build_federated_data(run_config)
-  method = driver.build_method(run_config, data)
+  method = assembly.build_method(run_config, data)
   model_fn = method.setup.model_fn
   method.prepare(data, None)
   weights = tff.learning.models.ModelWeights(

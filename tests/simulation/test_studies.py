@@ -1,0 +1,71 @@
+"""``studies``: compare and grid as library calls that write a manifest before any run,
+and the report laid out from it. ``run`` is a stand-in that writes a small results.json."""
+import csv
+import json
+
+import pytest
+
+from tff_noisy import config as config_lib
+from tff_noisy import report
+from tff_noisy.simulation import results as results_lib
+from tff_noisy.simulation import studies
+
+_CONFIG = {'data': {'dataset': 'digits'}, 'partition': {'name': 'iid', 'num_clients': 4},
+           'method': {'name': 'fedln', 'params': {'k': 7, 'activation_round': 2}},
+           'fl': {'rounds': 3}}
+
+
+def _recording_run(calls, out_root, manifest_seen):
+  def run(config, out):
+    manifest_seen.append(studies.read_manifest(out_root) is not None)
+    calls.append((config.method.name, config.seed, config.noise.rate, out))
+    accuracy = 0.5 + 0.1 * config.seed + (0.05 if config.method.name == 'fedln' else 0.0)
+    results = results_lib.Results(
+        config=config.to_dict(), data_hash=config.data_hash(), method=config.method.name,
+        params={}, rounds=[{'round': r, 'test_accuracy': accuracy} for r in (1, 2, 3)],
+        client_noise_rates={})
+    results_lib.write(out, results)
+    return results
+  return run
+
+
+def test_a_grid_writes_its_manifest_first_then_its_tables(tmp_path):
+  path = tmp_path / 'c.yaml'
+  path.write_text(json.dumps(_CONFIG))
+  calls, seen = [], []
+  out = tmp_path / 'grid'
+  out.mkdir()
+  table = studies.grid(str(path), [], ['fedavg', 'fedln'], ['noise.rate=0.2', ''], [0, 1],
+                       str(out), _recording_run(calls, str(out), seen))
+  assert all(seen) and len(calls) == 8
+  # Each method keeps the params it takes (fedln's k); settings and seeds reach the config.
+  assert calls[0][:3] == ('fedavg', 0, 0.2) and calls[-1][:3] == ('fedln', 1, 0.0)
+  manifest = studies.read_manifest(str(out))
+  assert manifest['kind'] == 'grid' and manifest['seeds'] == [0, 1]
+  assert manifest['settings'] == {'noise.rate-0.2': 'noise.rate=0.2', 'default': ''}
+  assert manifest['runs'][1] == {'path': 'noise.rate-0.2/seed0/fedln', 'method': 'fedln',
+                                 'setting': 'noise.rate-0.2', 'seed': 0}
+  with open(out / 'grid.csv', newline='') as f:
+    rows = list(csv.DictReader(f))
+  assert [(r['setting'], r['method']) for r in rows][:2] == [('noise.rate=0.2', 'fedavg'),
+                                                             ('noise.rate=0.2', 'fedln')]
+  assert float(rows[1]['final_mean']) == pytest.approx(0.6)
+  assert '| (config) | 55.00 ± 5.00 / 55.00 ± 5.00 | 60.00 ± 5.00 / 60.00 ± 5.00 |' in table
+  text = open(report.write_report(str(out))[0]).read()
+  assert 'A `tff-noisy grid`: 2 settings x 2 seeds (0, 1) x 2 methods' in text
+  assert '| noise.rate-0.2 | `noise.rate=0.2` |' in text
+
+
+def test_a_compare_validates_every_method_before_its_first_run(tmp_path):
+  config = config_lib.from_dict(_CONFIG)
+  calls = []
+  with pytest.raises(config_lib.ConfigError, match="method.name: unknown method 'fedavgg'"):
+    studies.compare(config, ['fedavg', 'fedavgg'], str(tmp_path),
+                    _recording_run(calls, str(tmp_path), []))
+  assert not calls and studies.read_manifest(str(tmp_path)) is None
+  done = studies.compare(config, ['fedavg', 'fedln'], str(tmp_path),
+                         _recording_run(calls, str(tmp_path), []))
+  assert [name for name, _ in done] == ['fedavg', 'fedln']
+  assert (tmp_path / 'comparison.csv').read_text().splitlines()[0] == (
+      'method,final_accuracy,last10_accuracy')
+  assert studies.read_manifest(str(tmp_path))['runs'][1]['path'] == 'fedln'

@@ -1,0 +1,129 @@
+"""What a run is assembled from, given its config: the model builder, the optimisers, the
+``Setup`` every method shares and the method itself (with its federated process).
+
+The driver, the TFLite export, ``evaluate`` and the benchmarks build through these, so a
+method trains the same way wherever it is built.
+"""
+
+import os
+from typing import Callable, NamedTuple, Optional
+import zipfile
+
+import numpy as np
+import tensorflow as tf
+
+import models
+from tff_noisy import methods
+from tff_noisy import validation
+from tff_noisy import config as config_lib
+from tff_noisy.config import ConfigError, ExperimentConfig
+from tff_noisy.data import federated as federated_data
+from tff_noisy.errors import UserError
+from tff_noisy.federated import aggregators
+from tff_noisy.federated import client_data as client_data_lib
+from tff_noisy.methods import base as method_base
+from tff_noisy.simulation import results as results_lib
+from tff_noisy.tff_runtime import import_tff
+
+tff = import_tff()
+
+
+def make_model_fn(config: ExperimentConfig, input_shape, num_classes) -> Callable:
+  """Checks the model fits the data (a ConfigError if not) and returns its builder."""
+  options = config.model.options()
+  try:
+    models.check_model_fits(config.model.name, tuple(input_shape), num_classes, **options)
+  except ValueError as e:
+    raise ConfigError(f'model.name: {e}') from None
+  return lambda: models.build_model(config.model.name, tuple(input_shape), num_classes,
+                                    **options)
+
+
+def optimizers(config: ExperimentConfig) -> tuple:
+  """``(client optimizer, server optimizer)`` of ``fl``."""
+  fl = config.fl
+  if fl.client_optimizer == 'adam':
+    client = tff.learning.optimizers.build_adam(fl.client_lr)
+  else:
+    client = tff.learning.optimizers.build_sgdm(fl.client_lr, fl.momentum or None)
+  return client, tff.learning.optimizers.build_sgdm(fl.server_lr)
+
+
+def element_spec(data, fields: dict, batch_size: int):
+  """The client datasets' element spec, with a method's per-example fields and shapes."""
+  first = data.client_ids[0]
+  extras = {name: np.zeros((1, *shape), dtype) for name, (dtype, shape) in fields.items()}
+  return client_data_lib.make_client_data(data.x[first][:1], data.y[first][:1], batch_size,
+                                          0, extras).dataset().element_spec
+
+
+def build_setup(config: ExperimentConfig, data, choices: validation.Choices,
+                spec=None) -> method_base.Setup:
+  """What the config fixes for every method; ``spec``: the clients' element spec (None
+  where no dataset is built, as for one client's on-device round)."""
+  client_optimizer, server_optimizer = optimizers(config)
+  return method_base.Setup(
+      model_fn=make_model_fn(config, data.input_shape, data.num_classes),
+      element_spec=spec, client_optimizer=client_optimizer,
+      server_optimizer=server_optimizer,
+      aggregator=aggregators.build_factory(config.fl.aggregator, choices.aggregator_params),
+      local_epochs=config.fl.local_epochs, weight_decay=config.fl.weight_decay,
+      seed=config.seed, rounds=config.fl.rounds, num_classes=data.num_classes,
+      batch_size=config.fl.batch_size, faults=config.faults.active(),
+      client_runtime=config.fl.client_runtime, clients_per_call=config.fl.clients_per_call)
+
+
+def build_method(config: ExperimentConfig, data,
+                 choices: Optional[validation.Choices] = None) -> method_base.Method:
+  """The config's method, built on what the config fixes for every method (``Setup``)."""
+  choices = choices or validation.validate_experiment(config)
+  method_cls = methods.method_class(config.method.name)
+  fields = method_cls.dataset_fields(choices.method_params, data)
+  setup = build_setup(config, data, choices,
+                      element_spec(data, fields, config.fl.batch_size))
+  return method_cls.build(choices.method_params, setup)
+
+
+def client_objective(config: ExperimentConfig, data):
+  """``(setup, objective)`` of the config's clients, without a process (TFLite export)."""
+  choices = validation.validate_experiment(config)
+  setup = build_setup(config, data, choices)
+  return setup, methods.method_class(config.method.name).objective(
+      choices.method_params, setup)
+
+
+class FinishedRun(NamedTuple):
+  results: dict  # results.json
+  config: ExperimentConfig
+  data: federated_data.FederatedData
+  model: tf.keras.Model  # With the run's final weights.
+
+
+def load_finished_run(run_dir: str) -> FinishedRun:
+  """A finished run's results, config, federated data (rebuilt or read from the cache)
+  and final model.
+
+  Raises:
+    FileNotFoundError: ``run_dir`` has no results.json or final_weights.npz.
+    UserError: results.json or final_weights.npz cannot be read, or the weights do not
+      fit the run's model (the message names the file).
+  """
+  results = results_lib.load(run_dir)
+  try:
+    weights = results_lib.load_final_weights(run_dir)
+  except (ValueError, EOFError, zipfile.BadZipFile) as e:
+    raise UserError(f'{os.path.join(run_dir, results_lib.WEIGHTS_FILE)} cannot be read '
+                    f'({e}); write it again with `tff-noisy run CONFIG --out {run_dir} '
+                    '--resume`') from None
+  config = config_lib.from_dict(results['config'])
+  data = federated_data.build_federated_data(config)
+  model = make_model_fn(config, data.input_shape, data.num_classes)()
+  expected = [tuple(w.shape) for w in model.get_weights()]
+  if [tuple(w.shape) for w in weights] != expected:
+    raise UserError(f'{os.path.join(run_dir, results_lib.WEIGHTS_FILE)} holds '
+                    f'{len(weights)} arrays that do not fit the run\'s model '
+                    f'({config.model.name}: {len(expected)} weight arrays); it belongs to '
+                    f'another run: write it again with `tff-noisy run CONFIG --out {run_dir} '
+                    '--resume`')
+  model.set_weights(weights)
+  return FinishedRun(results, config, data, model)

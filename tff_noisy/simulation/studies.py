@@ -1,0 +1,187 @@
+"""Several runs as one study: ``compare`` (methods on identical data) and ``grid``
+(methods x settings x seeds), each written with a manifest of what it runs.
+
+``OUT/manifest.json`` is written before the first run: the study's kind, its methods,
+seeds and settings (directory name -> ``--set`` overrides) and every planned run's
+directory, method, setting and seed. ``tff-noisy report`` reads it to lay the study out
+and to name the runs not started yet. TensorFlow-free: ``run`` (one experiment) is
+passed in.
+"""
+
+import copy
+import csv
+import dataclasses
+import json
+import os
+from typing import Callable, Dict, List, Optional
+
+import numpy as np
+
+from tff_noisy import config as config_lib
+from tff_noisy import files
+from tff_noisy import methods
+from tff_noisy import validation
+
+MANIFEST_FILE = 'manifest.json'
+
+
+@dataclasses.dataclass(frozen=True)
+class PlannedRun:
+  path: str  # Relative to the study's directory.
+  method: str
+  config: config_lib.ExperimentConfig
+  setting: Optional[str] = None  # A grid's setting directory; None in a compare.
+  seed: Optional[int] = None
+
+
+def method_config(config: config_lib.ExperimentConfig, method: str):
+  """``config`` with ``method``, keeping the config's method params that ``method`` takes.
+
+  So a fedln config's k and R_c also apply to fedln_nnc and fedln_nafedavg. The result
+  is validated whole (every registry's choices), before any run starts.
+  """
+  values = copy.deepcopy(config.to_dict())
+  accepted = methods.param_names(method) if method in methods.METHODS else ()
+  params = {k: v for k, v in values['method']['params'].items() if k in accepted}
+  values['method'] = {'name': method, 'params': params}
+  resolved = config_lib.from_dict(values)
+  validation.validate_experiment(resolved)
+  return resolved
+
+
+def method_configs(config: config_lib.ExperimentConfig, names: list) -> dict:
+  """One validated config per method in ``names`` (``method_config``), before any run.
+
+  The config's method.params may name the parameters of its own method and of any
+  compared method (e.g. FedLN's R_c beside MaskedOptim's T_w); each method keeps the ones
+  it takes. A parameter that none of them takes is an error, as it is for a single run.
+  """
+  configs = {name: method_config(config, name) for name in names}
+  own = [config.method.name] if config.method.name in methods.METHODS else []
+  taken = {key for name in names + own for key in methods.param_names(name)}
+  for key in config.method.params:
+    if key not in taken:
+      owners = methods.param_owners(key)
+      belongs = f" (it belongs to {', '.join(owners)})" if owners else ''
+      raise config_lib.ConfigError(
+          f"method.params.{key}: neither the config's method ({config.method.name}) nor "
+          f"a compared one ({', '.join(names)}) takes it{belongs}")
+  return configs
+
+
+def setting_dir(setting: str) -> str:
+  """The directory a grid names a ``--setting`` (``k=v,k=v``) by."""
+  return setting.replace(',', '_').replace('=', '-') or 'default'
+
+
+def plan_compare(config: config_lib.ExperimentConfig, names: list) -> List[PlannedRun]:
+  """One run per method, in ``OUT/METHOD``; every config validated first."""
+  return [PlannedRun(name, name, method_cfg)
+          for name, method_cfg in method_configs(config, names).items()]
+
+
+def plan_grid(config_path: str, overrides: list, names: list, settings: list,
+              seeds: list) -> List[PlannedRun]:
+  """Every method x setting x seed, in ``OUT/SETTING/seedN/METHOD``; validated first."""
+  runs = []
+  for setting in settings:
+    setting_overrides = [kv for kv in setting.split(',') if kv]
+    for seed in seeds:
+      base = config_lib.load(config_path, overrides + setting_overrides + [f'seed={seed}'])
+      runs += [PlannedRun(os.path.join(setting_dir(setting), f'seed{seed}', name), name,
+                          method_cfg, setting_dir(setting), seed)
+               for name, method_cfg in method_configs(base, names).items()]
+  return runs
+
+
+def write_manifest(out: str, kind: str, runs: List[PlannedRun], methods_run: list,
+                   seeds: Optional[list] = None,
+                   settings: Optional[Dict[str, str]] = None) -> None:
+  """Writes ``OUT/manifest.json`` (see the module doc)."""
+  manifest = {'kind': kind, 'methods': list(methods_run), 'seeds': seeds,
+              'settings': settings,
+              'runs': [{'path': r.path, 'method': r.method, 'setting': r.setting,
+                        'seed': r.seed} for r in runs]}
+  files.write_atomically(os.path.join(out, MANIFEST_FILE),
+                         (json.dumps(manifest, indent=1) + '\n').encode())
+
+
+def read_manifest(directory: str) -> Optional[dict]:
+  """``DIR/manifest.json``, or None if there is none or it cannot be read."""
+  try:
+    with open(os.path.join(directory, MANIFEST_FILE)) as f:
+      manifest = json.load(f)
+  except (OSError, ValueError):
+    return None
+  return manifest if isinstance(manifest, dict) else None
+
+
+def compare(config: config_lib.ExperimentConfig, names: list, out: str,
+            run: Callable) -> list:
+  """Runs ``names`` on identical data into ``OUT/METHOD`` (``run(config, out_dir)`` each);
+  writes the manifest first, then ``comparison.csv`` and ``comparison.png``. Returns
+  ``[(method, results)]``."""
+  planned = plan_compare(config, names)
+  write_manifest(out, 'compare', planned, names, [config.seed])
+  done = [(r.method, run(r.config, os.path.join(out, r.path))) for r in planned]
+  with open(os.path.join(out, 'comparison.csv'), 'w', newline='') as f:
+    writer = csv.writer(f)
+    writer.writerow(['method', 'final_accuracy', 'last10_accuracy'])
+    writer.writerows((name, r.final_accuracy, r.last10_accuracy) for name, r in done)
+  _plot({name: [(e['round'], e['test_accuracy']) for e in r.evaluated] for name, r in done},
+        os.path.join(out, 'comparison.png'))
+  return done
+
+
+def grid(config_path: str, overrides: list, names: list, settings: list, seeds: list,
+         out: str, run: Callable) -> str:
+  """Runs every method x setting x seed (``run(config, out_dir)`` each) after writing the
+  manifest; writes ``grid.csv`` and ``grid.md``; returns the Markdown table."""
+  settings = settings or ['']
+  planned = plan_grid(config_path, overrides, names, settings, seeds)
+  write_manifest(out, 'grid', planned, names, seeds, {setting_dir(s): s for s in settings})
+  scores = {}
+  for r in planned:
+    results = run(r.config, os.path.join(out, r.path))
+    scores.setdefault((r.setting, r.method), []).append(
+        (results.final_accuracy, results.last10_accuracy))
+  return _write_grid(out, seeds, names, settings, scores)
+
+
+def _write_grid(out: str, seeds: list, names: list, settings: list, scores: dict) -> str:
+  """Writes grid.csv and grid.md (mean and std over seeds); returns the markdown table."""
+  lines = ['| setting | ' + ' | '.join(names) + ' |', '|---|' + '---|' * len(names)]
+  with open(os.path.join(out, 'grid.csv'), 'w', newline='') as f:
+    writer = csv.writer(f)
+    writer.writerow(['setting', 'method', 'seeds', 'final_mean', 'final_std', 'last10_mean',
+                     'last10_std'])
+    for setting in settings:
+      cells = []
+      for name in names:
+        values = np.array(scores[(setting_dir(setting), name)])
+        mean, std = values.mean(axis=0), values.std(axis=0)
+        writer.writerow([setting, name, len(values), mean[0], std[0], mean[1], std[1]])
+        cells.append(f'{100 * mean[0]:.2f} ± {100 * std[0]:.2f} / '
+                     f'{100 * mean[1]:.2f} ± {100 * std[1]:.2f}')
+      lines.append(f'| {setting or "(config)"} | ' + ' | '.join(cells) + ' |')
+  table = '\n'.join(lines)
+  with open(os.path.join(out, 'grid.md'), 'w') as f:
+    f.write(f'Test accuracy (%), final / mean of the last 10 rounds, mean ± std over '
+            f'seeds {",".join(str(s) for s in seeds)}\n\n{table}\n')
+  return table
+
+
+def _plot(curves, path) -> None:
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use('Agg')
+  from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
+  fig, ax = plt.subplots(figsize=(6, 4))
+  for name, points in curves.items():
+    ax.plot([p[0] for p in points], [p[1] for p in points], label=name)
+  ax.set_xlabel('round')
+  ax.set_ylabel('test accuracy')
+  ax.legend()
+  ax.grid(alpha=0.3)
+  fig.tight_layout()
+  fig.savefig(path, dpi=100)
+  plt.close(fig)
