@@ -31,6 +31,7 @@ from tff_noisy import device as device_lib
 from tff_noisy import errors
 from tff_noisy import methods
 from tff_noisy import report
+from tff_noisy import reproduce
 from tff_noisy import validation
 from tff_noisy import workers
 from tff_noisy.data import sources
@@ -63,34 +64,36 @@ def _quiet_libraries(verbose: bool) -> None:
     warnings.filterwarnings('ignore', category=category)
 
 
-def _load(args) -> config_lib.ExperimentConfig:
-  """The config file with ``--set`` applied, validated whole before anything heavy loads."""
+def _load(args) -> tuple:
+  """``(config, validation.Choices)``: the config file with ``--set`` applied, validated
+  whole before anything heavy loads."""
   config = config_lib.load(args.config, args.set)
-  validation.validate_experiment(config)
-  return config
+  return config, validation.validate_experiment(config)
 
 
 def _cmd_data_build(args) -> None:
   from tff_noisy.data import federated  # pylint: disable=g-import-not-at-top
-  config = _load(args)
-  data = federated.build_federated_data(config)
+  config, _ = _load(args)
+  data = federated.build_federated_data(config, checked=True)
   print(f'federated data {config.data_hash()} ({config.data.dataset}, '
         f'{config.partition.name}, noise {config.noise.name})')
   print(federated.format_client_table(data))
   print(federated.format_transition_matrix(data))
 
 
-def _run(config, out_dir, args):
-  """Runs one experiment into ``out_dir``, holding it (``run_dir.claim``) meanwhile."""
+def _run(config, out_dir, args, choices=None):
+  """Runs one experiment into ``out_dir``, holding it (``run_dir.claim``) meanwhile;
+  ``choices``: the config's, when it has been validated already."""
   with run_dir.claim(out_dir, resume=args.resume, overwrite=args.overwrite):
     device_lib.hide_gpus_before_tensorflow(config.device)  # device: cpu, if TF not loaded.
     from tff_noisy.simulation import driver  # pylint: disable=g-import-not-at-top
-    return driver.run_experiment(config, out_dir, resume=args.resume, workers=args.workers)
+    return driver.run_experiment(config, out_dir, resume=args.resume, workers=args.workers,
+                                 choices=choices)
 
 
 def _cmd_run(args) -> None:
-  config = _load(args)
-  results = _run(config, args.out, args)
+  config, choices = _load(args)
+  results = _run(config, args.out, args, choices)
   print(f'{config.method.name}: final accuracy {results.final_accuracy:.4f}, '
         f'last-10 mean {results.last10_accuracy:.4f}  -> {args.out}')
 
@@ -107,7 +110,8 @@ def _cmd_compare(args) -> None:
   names = _method_names(args.methods)
   with run_dir.claim(args.out, resume=args.resume, overwrite=args.overwrite):
     done = studies.compare(config, names, args.out,
-                           lambda method_cfg, out: _run(method_cfg, out, args))
+                           lambda method_cfg, out, choices: _run(method_cfg, out, args,
+                                                                 choices))
   width = max(16, max(len(name) for name, _ in done) + 2)
   print(f'\n{"method":<{width}}{"final":>10}{"last-10":>10}')
   for name, results in done:
@@ -135,8 +139,10 @@ def _cmd_grid(args) -> None:
   names = _method_names(args.methods)
   seeds = _seeds(args.seeds)
   with run_dir.claim(args.out, resume=args.resume, overwrite=args.overwrite):
-    table = studies.grid(args.config, args.set, names, args.setting or [''], seeds,
-                         args.out, lambda config, out: _run(config, out, args))
+    table = studies.grid(args.config, args.set, names,
+                         [studies.Setting.parse(s) for s in args.setting or ['']], seeds,
+                         args.out,
+                         lambda config, out, choices: _run(config, out, args, choices))
   print(table)
 
 
@@ -164,6 +170,26 @@ def _cmd_evaluate(args) -> None:
   for name, accuracy in zip(run.data.class_names, scores['test_class_accuracy']):
     print(f'  {name:<24}' + ('no test examples' if accuracy is None else f'{accuracy:.4f}'))
   print(f'wrote {path}')
+
+
+def _cmd_reproduce(args) -> None:
+  """A paper's table as a grid, then its report beside the paper's numbers."""
+  if args.list:
+    print(reproduce.listing())
+    return
+  if not args.paper or not args.out:
+    raise config_lib.ConfigError('reproduce: give PAPER and --out DIR (or --list); '
+                                 f"papers: {', '.join(reproduce.papers())}")
+  table = reproduce.table_of(args.paper, args.table)
+  config_path, overrides, names, settings, seeds = reproduce.plan(
+      table, args.scale, _seeds(args.seeds) if args.seeds else None)
+  with run_dir.claim(args.out, resume=args.resume, overwrite=args.overwrite):
+    studies.grid(config_path, overrides, names, settings, seeds, args.out,
+                 lambda config, out, choices: _run(config, out, args, choices),
+                 paper=table.study(args.scale))
+  path, figures = report.write_report(args.out)
+  print(f'{table.paper} {table.cite} at scale {args.scale}: wrote {path} and '
+        f'{len(figures)} figure(s)')
 
 
 def _cmd_report(args) -> None:
@@ -248,6 +274,24 @@ def _parser() -> argparse.ArgumentParser:
                               'split: accuracy, macro-F1, per class')
   evaluating.add_argument('run_dir', metavar='RUN_DIR', help='--out directory of a finished run')
   evaluating.set_defaults(func=_cmd_evaluate)
+
+  reproducing = sub.add_parser('reproduce', help="a paper's table run as a grid, reported "
+                               "beside the paper's numbers")
+  reproducing.add_argument('paper', nargs='?', metavar='PAPER',
+                           help='a paper of experiments/protocols/ (see --list)')
+  reproducing.add_argument('--list', action='store_true',
+                           help='papers, tables, scales and the time per cell measured here')
+  reproducing.add_argument('--table', help="one of the paper's tables (default: its first)")
+  reproducing.add_argument('--scale', choices=reproduce.SCALES, default='cpu',
+                           help='cpu: a protocol for 2 CPU cores in the paper\'s regime; '
+                           "paper: the paper's dataset, model and rounds (default: cpu)")
+  reproducing.add_argument('--seeds', help="comma-separated seeds (default: the protocol's)")
+  reproducing.add_argument('--out', help='output directory (a grid directory)')
+  reuse = reproducing.add_mutually_exclusive_group()
+  reuse.add_argument('--resume', action='store_true',
+                     help='continue: finished cells are kept, the rest resume or start')
+  reuse.add_argument('--overwrite', action='store_true', help='start every cell afresh')
+  reproducing.set_defaults(func=_cmd_reproduce, workers=None)
 
   reporting = sub.add_parser('report', help='report.md with figures of a run, compare or '
                              'grid directory')

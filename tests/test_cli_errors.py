@@ -87,9 +87,10 @@ def test_compared_methods_share_one_params_section(capsys, tmp_path, command):
   config = config_lib.load(_DEMO, sets[1::2])
   assert config.method.name == 'fedln_nafedavg'
   configs = studies.method_configs(config, ['fedavg', 'fedln', 'maskedoptim'])
-  assert configs['fedavg'].method.params == {}
-  assert configs['fedln'].method.params == {'activation_round': 4}
-  assert configs['maskedoptim'].method.params == {'warmup_rounds': 6}
+  assert configs['fedavg'][0].method.params == {}
+  assert configs['fedln'][0].method.params == {'activation_round': 4}
+  assert configs['maskedoptim'][0].method.params == {'warmup_rounds': 6}
+  assert configs['fedln'][1].method_params.activation_round == 4  # Validated, resolved.
   # The config's own method takes R_c: comparing FedAvg with FedProx on it is fine.
   assert set(studies.method_configs(config_lib.load(_DEMO), ['fedavg', 'fedprox'])) == {
       'fedavg', 'fedprox'}
@@ -122,7 +123,7 @@ def test_resume_and_overwrite_exclude_each_other(capsys, tmp_path):
 
 def test_ctrl_c_is_one_line_and_releases_the_output_directory(capsys, tmp_path, monkeypatch):
 
-  def interrupted(config, out_dir, resume, workers):
+  def interrupted(config, out_dir, resume, workers, choices):
     assert (tmp_path / run_dir.LOCK_FILE).exists()
     raise KeyboardInterrupt
 

@@ -253,7 +253,7 @@ def test_report_names_a_running_grids_missing_runs(tmp_path):
   config = config_lib.from_dict({'data': {'dataset': 'digits'}})
   studies.write_manifest(str(out), 'grid', [
       studies.PlannedRun(os.path.join('default', f'seed{seed}', method), method, config,
-                         'default', seed)
+                         None, 'default', seed)
       for seed in (0, 1) for method in ('fedavg', 'fedln')], ['fedavg', 'fedln'], [0, 1],
       {'default': ''})
   (out / '.tff-noisy.lock').write_text(json.dumps({

@@ -24,6 +24,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from tff_noisy import methods as registry
+from tff_noisy import reproduce
 from tff_noisy.errors import UserError
 from tff_noisy.reporting import (Estimate, Run, Writer, mean_std, num, pct,
                                  pearson, plot_scatter, pyplot, save, scalars, seed_label,
@@ -57,6 +58,7 @@ class Layout:
   settings: Dict[str, str]  # Setting directory name -> its --setting overrides.
   missing: List[Tuple[Optional[str], Optional[int], str]]  # In the manifest, not begun.
   lock: Optional[str]
+  paper: Optional[dict] = None  # A reproduced table (``reproduce``), from the manifest.
 
 
 # ----------------------------------------------------------------------------- layout
@@ -167,7 +169,7 @@ def discover(directory: str) -> Layout:
                                 setting, int(match.group(1))))
   if runs or os.path.exists(os.path.join(directory, 'grid.csv')) or kind == 'grid':
     return Layout('grid', directory, runs, _grid_settings(directory, manifest, runs),
-                  _not_started(manifest, runs), lock)
+                  _not_started(manifest, runs), lock, manifest.get('paper'))
   if _is_run_dir(directory):  # A run that has not written results.json yet.
     return _single(directory)
   raise ReportError(
@@ -593,6 +595,8 @@ def _write(layout: Layout) -> Tuple[str, List[str]]:
   groups = _groups(layout)
   w = Writer(directory)
   _intro(w, layout)
+  if layout.paper:
+    reproduce.render(w, groups, layout.paper)
   _accuracy_section(w, layout, groups)
   _estimates_section(w, layout, groups)
   for section in registry.report_sections():

@@ -16,7 +16,8 @@ _CONFIG = {'data': {'dataset': 'digits'}, 'partition': {'name': 'iid', 'num_clie
 
 
 def _recording_run(calls, out_root, manifest_seen):
-  def run(config, out):
+  def run(config, out, choices):
+    assert choices.method_params is not None  # Validated by the study, handed on.
     manifest_seen.append(studies.read_manifest(out_root) is not None)
     calls.append((config.method.name, config.seed, config.noise.rate, out))
     accuracy = 0.5 + 0.1 * config.seed + (0.05 if config.method.name == 'fedln' else 0.0)
@@ -35,8 +36,9 @@ def test_a_grid_writes_its_manifest_first_then_its_tables(tmp_path):
   calls, seen = [], []
   out = tmp_path / 'grid'
   out.mkdir()
-  table = studies.grid(str(path), [], ['fedavg', 'fedln'], ['noise.rate=0.2', ''], [0, 1],
-                       str(out), _recording_run(calls, str(out), seen))
+  settings = [studies.Setting.parse('noise.rate=0.2'), studies.Setting.parse('')]
+  table = studies.grid(str(path), [], ['fedavg', 'fedln'], settings, [0, 1], str(out),
+                       _recording_run(calls, str(out), seen))
   assert all(seen) and len(calls) == 8
   # Each method keeps the params it takes (fedln's k); settings and seeds reach the config.
   assert calls[0][:3] == ('fedavg', 0, 0.2) and calls[-1][:3] == ('fedln', 1, 0.0)

@@ -134,13 +134,14 @@ def cache_dir(config: ExperimentConfig) -> str:
   return os.path.join(config.data.cache_dir or sources.cache_root(), config.data_hash())
 
 
-def build_federated_data(config: ExperimentConfig) -> FederatedData:
+def build_federated_data(config: ExperimentConfig, checked: bool = False) -> FederatedData:
   """Builds the federated data of a config, or loads it from the cache.
 
   Raises ConfigError naming the cache setting if the cache cannot be written (checked
-  before the build).
+  before the build). ``checked``: ``validate_config`` has passed already.
   """
-  validate_config(config)
+  if not checked:
+    validate_config(config)
   directory = cache_dir(config)
   arrays = _read_cache(directory)
   if arrays is None:

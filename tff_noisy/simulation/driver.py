@@ -107,7 +107,8 @@ def _keras_weights(model: tf.keras.Model):
 
 def run_experiment(config: ExperimentConfig, out_dir: str, *, resume: bool = False,
                    progress: Optional[bool] = None,
-                   workers: Optional[Sequence[str]] = None) -> results_lib.Results:
+                   workers: Optional[Sequence[str]] = None,
+                   choices: Optional[validation.Choices] = None) -> results_lib.Results:
   """Runs one federated experiment and writes its results to ``out_dir``.
 
   ``progress``: a tqdm bar on stderr (True), nothing (False) or by default the bar on a
@@ -115,6 +116,7 @@ def run_experiment(config: ExperimentConfig, out_dir: str, *, resume: bool = Fal
   ``workers``: ``host:port`` of TFF workers to run the computations on (``remote``),
   with the same results as locally; such a run checkpoints after every round, so a
   worker that stops answering (``workers.WorkerLost``) loses no completed round.
+  ``choices``: the config's validated choices, where a caller checked it already.
   """
   if workers and config.fl.client_runtime != 'tff':
     where = {'tflite': "this machine's TFLite interpreter",
@@ -124,7 +126,7 @@ def run_experiment(config: ExperimentConfig, out_dir: str, *, resume: bool = Fal
                       'tff with --workers, or no --workers')
   what = f'method.name {config.method.name} with fl.aggregator {config.fl.aggregator}'
   with remote.on_workers(workers, what) as runtime:
-    return _run_experiment(config, out_dir, resume, progress, runtime)
+    return _run_experiment(Simulation(config, runtime, choices), out_dir, resume, progress)
 
 
 class Simulation:
@@ -137,17 +139,20 @@ class Simulation:
   whenever wanted and ``results`` at the end. ``run_experiment`` is a loop over it that
   adds the run directory's files; tests and benchmarks can step it directly.
 
-  ``runtime``: what ``remote.on_workers`` yields (``{'workers': [...]}`` or ``{}``).
+  ``runtime``: what ``remote.on_workers`` yields (``{'workers': [...]}`` or ``{}``);
+  ``choices``: the config's ``validation.Choices`` if it was validated already (it is
+  validated once per run).
   """
 
-  def __init__(self, config: ExperimentConfig, runtime: Optional[dict] = None):
+  def __init__(self, config: ExperimentConfig, runtime: Optional[dict] = None,
+               choices: Optional[validation.Choices] = None):
     self.config = config
-    self.choices = validation.validate_experiment(config)
+    self.choices = choices or validation.validate_experiment(config)
     self.device = device_lib.select(config.device)  # Before any TensorFlow op runs.
     spec = sources.DATASETS[config.data.dataset]
     # The model fits the data: checked before any data work.
     assembly.make_model_fn(config, spec.input_shape, spec.num_classes)
-    self.data = federated_data.build_federated_data(config)
+    self.data = federated_data.build_federated_data(config, checked=True)
     self.truth = diagnostics_lib.Truth.of(self.data)  # What methods' diagnostics score on.
     self.client_ids = list(self.data.client_ids)
     self.clients_per_round = config.clients_per_round()
@@ -316,10 +321,10 @@ class Simulation:
         byzantine_clients=self.byzantine, runtime_parts=self.runtime_parts())
 
 
-def _run_experiment(config: ExperimentConfig, out_dir: str, resume: bool,
-                    progress: Optional[bool], runtime: dict) -> results_lib.Results:
-  """``run_experiment`` in the TFF runtime ``runtime`` describes (results.json keeps it)."""
-  simulation = Simulation(config, runtime)
+def _run_experiment(simulation: Simulation, out_dir: str, resume: bool,
+                    progress: Optional[bool]) -> results_lib.Results:
+  """``run_experiment``'s loop over ``simulation``, writing the run directory."""
+  config = simulation.config
   fl = config.fl
   ckpt_dir = os.path.join(out_dir, 'checkpoints')
   if resume:

@@ -5,7 +5,7 @@
 seeds and settings (directory name -> ``--set`` overrides) and every planned run's
 directory, method, setting and seed. ``tff-noisy report`` reads it to lay the study out
 and to name the runs not started yet. TensorFlow-free: ``run`` (one experiment) is
-passed in.
+passed in, with each run's config already validated (``validation.Choices``).
 """
 
 import copy
@@ -13,7 +13,7 @@ import csv
 import dataclasses
 import json
 import os
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, NamedTuple, Optional
 
 import numpy as np
 
@@ -30,6 +30,7 @@ class PlannedRun:
   path: str  # Relative to the study's directory.
   method: str
   config: config_lib.ExperimentConfig
+  choices: validation.Choices  # Its validated choices: the run does not check it again.
   setting: Optional[str] = None  # A grid's setting directory; None in a compare.
   seed: Optional[int] = None
 
@@ -40,23 +41,28 @@ def method_config(config: config_lib.ExperimentConfig, method: str):
   So a fedln config's k and R_c also apply to fedln_nnc and fedln_nafedavg. The result
   is validated whole (every registry's choices), before any run starts.
   """
+  return _validated_method_config(config, method)[0]
+
+
+def _validated_method_config(config, method: str) -> tuple:
+  """``(method_config(config, method), its validation.Choices)``."""
   values = copy.deepcopy(config.to_dict())
   accepted = methods.param_names(method) if method in methods.METHODS else ()
   params = {k: v for k, v in values['method']['params'].items() if k in accepted}
   values['method'] = {'name': method, 'params': params}
   resolved = config_lib.from_dict(values)
-  validation.validate_experiment(resolved)
-  return resolved
+  return resolved, validation.validate_experiment(resolved)
 
 
 def method_configs(config: config_lib.ExperimentConfig, names: list) -> dict:
-  """One validated config per method in ``names`` (``method_config``), before any run.
+  """``{method: (config, choices)}`` for each of ``names`` (``method_config``), every
+  one validated before any run.
 
   The config's method.params may name the parameters of its own method and of any
   compared method (e.g. FedLN's R_c beside MaskedOptim's T_w); each method keeps the ones
   it takes. A parameter that none of them takes is an error, as it is for a single run.
   """
-  configs = {name: method_config(config, name) for name in names}
+  configs = {name: _validated_method_config(config, name) for name in names}
   own = [config.method.name] if config.method.name in methods.METHODS else []
   taken = {key for name in names + own for key in methods.param_names(name)}
   for key in config.method.params:
@@ -74,32 +80,46 @@ def setting_dir(setting: str) -> str:
   return setting.replace(',', '_').replace('=', '-') or 'default'
 
 
+class Setting(NamedTuple):
+  """One setting of a grid: its directory name, its ``--set`` overrides and the label
+  ``grid.csv`` and the report show (a ``--setting`` as the user wrote it)."""
+  name: str
+  overrides: list
+  label: str
+
+  @classmethod
+  def parse(cls, text: str) -> 'Setting':
+    """A ``--setting`` ``k=v,k=v`` ('' for the config as given)."""
+    return cls(setting_dir(text), [kv for kv in text.split(',') if kv], text)
+
+
 def plan_compare(config: config_lib.ExperimentConfig, names: list) -> List[PlannedRun]:
   """One run per method, in ``OUT/METHOD``; every config validated first."""
-  return [PlannedRun(name, name, method_cfg)
-          for name, method_cfg in method_configs(config, names).items()]
+  return [PlannedRun(name, name, method_cfg, choices)
+          for name, (method_cfg, choices) in method_configs(config, names).items()]
 
 
-def plan_grid(config_path: str, overrides: list, names: list, settings: list,
+def plan_grid(config_path: str, overrides: list, names: list, settings: List[Setting],
               seeds: list) -> List[PlannedRun]:
   """Every method x setting x seed, in ``OUT/SETTING/seedN/METHOD``; validated first."""
   runs = []
   for setting in settings:
-    setting_overrides = [kv for kv in setting.split(',') if kv]
     for seed in seeds:
-      base = config_lib.load(config_path, overrides + setting_overrides + [f'seed={seed}'])
-      runs += [PlannedRun(os.path.join(setting_dir(setting), f'seed{seed}', name), name,
-                          method_cfg, setting_dir(setting), seed)
-               for name, method_cfg in method_configs(base, names).items()]
+      base = config_lib.load(config_path, overrides + setting.overrides + [f'seed={seed}'])
+      runs += [PlannedRun(os.path.join(setting.name, f'seed{seed}', name), name,
+                          method_cfg, choices, setting.name, seed)
+               for name, (method_cfg, choices) in method_configs(base, names).items()]
   return runs
 
 
 def write_manifest(out: str, kind: str, runs: List[PlannedRun], methods_run: list,
                    seeds: Optional[list] = None,
-                   settings: Optional[Dict[str, str]] = None) -> None:
-  """Writes ``OUT/manifest.json`` (see the module doc)."""
+                   settings: Optional[Dict[str, str]] = None,
+                   paper: Optional[dict] = None) -> None:
+  """Writes ``OUT/manifest.json`` (see the module doc); ``paper``: what a reproduced
+  table is compared with (``reproduce``)."""
   manifest = {'kind': kind, 'methods': list(methods_run), 'seeds': seeds,
-              'settings': settings,
+              'settings': settings, 'paper': paper,
               'runs': [{'path': r.path, 'method': r.method, 'setting': r.setting,
                         'seed': r.seed} for r in runs]}
   files.write_atomically(os.path.join(out, MANIFEST_FILE),
@@ -118,12 +138,13 @@ def read_manifest(directory: str) -> Optional[dict]:
 
 def compare(config: config_lib.ExperimentConfig, names: list, out: str,
             run: Callable) -> list:
-  """Runs ``names`` on identical data into ``OUT/METHOD`` (``run(config, out_dir)`` each);
+  """Runs ``names`` on identical data into ``OUT/METHOD`` (``run(config, out_dir,
+  choices)`` each);
   writes the manifest first, then ``comparison.csv`` and ``comparison.png``. Returns
   ``[(method, results)]``."""
   planned = plan_compare(config, names)
   write_manifest(out, 'compare', planned, names, [config.seed])
-  done = [(r.method, run(r.config, os.path.join(out, r.path))) for r in planned]
+  done = [(r.method, run(r.config, os.path.join(out, r.path), r.choices)) for r in planned]
   with open(os.path.join(out, 'comparison.csv'), 'w', newline='') as f:
     writer = csv.writer(f)
     writer.writerow(['method', 'final_accuracy', 'last10_accuracy'])
@@ -133,22 +154,24 @@ def compare(config: config_lib.ExperimentConfig, names: list, out: str,
   return done
 
 
-def grid(config_path: str, overrides: list, names: list, settings: list, seeds: list,
-         out: str, run: Callable) -> str:
-  """Runs every method x setting x seed (``run(config, out_dir)`` each) after writing the
-  manifest; writes ``grid.csv`` and ``grid.md``; returns the Markdown table."""
-  settings = settings or ['']
+def grid(config_path: str, overrides: list, names: list, settings: List[Setting],
+         seeds: list, out: str, run: Callable, paper: Optional[dict] = None) -> str:
+  """Runs every method x setting x seed (``run(config, out_dir, choices)`` each) after
+  writing the manifest; writes ``grid.csv`` and ``grid.md``; returns the Markdown table."""
+  settings = settings or [Setting.parse('')]
   planned = plan_grid(config_path, overrides, names, settings, seeds)
-  write_manifest(out, 'grid', planned, names, seeds, {setting_dir(s): s for s in settings})
+  write_manifest(out, 'grid', planned, names, seeds, {s.name: s.label for s in settings},
+                 paper)
   scores = {}
   for r in planned:
-    results = run(r.config, os.path.join(out, r.path))
+    results = run(r.config, os.path.join(out, r.path), r.choices)
     scores.setdefault((r.setting, r.method), []).append(
         (results.final_accuracy, results.last10_accuracy))
   return _write_grid(out, seeds, names, settings, scores)
 
 
-def _write_grid(out: str, seeds: list, names: list, settings: list, scores: dict) -> str:
+def _write_grid(out: str, seeds: list, names: list, settings: List[Setting],
+                scores: dict) -> str:
   """Writes grid.csv and grid.md (mean and std over seeds); returns the markdown table."""
   lines = ['| setting | ' + ' | '.join(names) + ' |', '|---|' + '---|' * len(names)]
   with open(os.path.join(out, 'grid.csv'), 'w', newline='') as f:
@@ -158,12 +181,12 @@ def _write_grid(out: str, seeds: list, names: list, settings: list, scores: dict
     for setting in settings:
       cells = []
       for name in names:
-        values = np.array(scores[(setting_dir(setting), name)])
+        values = np.array(scores[(setting.name, name)])
         mean, std = values.mean(axis=0), values.std(axis=0)
-        writer.writerow([setting, name, len(values), mean[0], std[0], mean[1], std[1]])
+        writer.writerow([setting.label, name, len(values), mean[0], std[0], mean[1], std[1]])
         cells.append(f'{100 * mean[0]:.2f} ± {100 * std[0]:.2f} / '
                      f'{100 * mean[1]:.2f} ± {100 * std[1]:.2f}')
-      lines.append(f'| {setting or "(config)"} | ' + ' | '.join(cells) + ' |')
+      lines.append(f'| {setting.label or "(config)"} | ' + ' | '.join(cells) + ' |')
   table = '\n'.join(lines)
   with open(os.path.join(out, 'grid.md'), 'w') as f:
     f.write(f'Test accuracy (%), final / mean of the last 10 rounds, mean ± std over '

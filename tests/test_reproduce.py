@@ -1,0 +1,117 @@
+"""``tff-noisy reproduce``: protocols as data, the plan they give ``studies.grid``, the
+up-front check of the paper scale, and the report beside the paper's numbers. A toy
+protocol in a temporary directory; ``run`` is a stand-in writing results.json."""
+import os
+import textwrap
+
+import pytest
+
+from tff_noisy import reproduce
+from tff_noisy import report
+from tff_noisy.errors import ConfigError
+from tff_noisy.simulation import results as results_lib
+from tff_noisy.simulation import studies
+
+_PROTOCOL = '''
+paper: toy
+citation: "A. Author, A toy paper, 2026"
+tables:
+  table2:
+    cite: "Table 2"
+    caption: "Accuracy under symmetric noise"
+    metric: best
+    metric_note: "the best test accuracy over the rounds (Sec. 5)"
+    paper_scale: {dataset: cifar10, model: resnet18, clients: 100, rounds: 120,
+                  partition: ["partition.name=iid"]}
+    methods: {fedavg: "FedAvg", fedprox: "FedProx"}
+    settings:
+      - {id: sym0.2, label: "Sym. 0.2", overrides: ["noise.name=symmetric", "noise.rate=0.2"]}
+      - {id: sym0.6, label: "Sym. 0.6", overrides: ["noise.name=symmetric", "noise.rate=0.6"]}
+    paper_numbers:
+      sym0.2: {fedavg: {value: 80.0, std: 0.5}, fedprox: 82.5}
+      sym0.6: {fedavg: 50.0, fedprox: 48.0}
+scales:
+  table2:
+    cpu:
+      config: experiments/configs/demo.yaml
+      set: ["fl.rounds=3", "method.params={}"]
+      seeds: [0, 1]
+      minutes_per_cell: 0.5
+      note: "digits, 10 clients (toy)"
+    paper:
+      config: experiments/configs/demo.yaml
+      set: ["method.params={}"]
+'''
+
+
+@pytest.fixture
+def toy(tmp_path, monkeypatch):
+  (tmp_path / 'toy.yaml').write_text(textwrap.dedent(_PROTOCOL))
+  monkeypatch.setattr(reproduce, 'PROTOCOL_DIR', str(tmp_path))
+  return reproduce.table_of('toy', None)
+
+
+def test_a_protocol_loads_with_its_papers_numbers_and_scales(toy):
+  assert reproduce.papers() == ['toy']
+  assert toy.settings == {'sym0.2': 'Sym. 0.2', 'sym0.6': 'Sym. 0.6'}
+  assert toy.paper_numbers['sym0.2'] == {'fedavg': 80.0, 'fedprox': 82.5}
+  assert toy.scales['cpu'].settings['sym0.6'] == ['noise.name=symmetric', 'noise.rate=0.6']
+  assert toy.scales['paper'].overrides[:4] == [
+      'data.dataset=cifar10', 'model.name=resnet18', 'partition.num_clients=100',
+      'fl.rounds=120']
+  listing = reproduce.listing()
+  assert '--table table2: Table 2, 2 settings x 2 methods; metric best' in listing
+  assert '--scale cpu: 8 cells (2 seeds); ~0.5 min per cell' in listing
+  with pytest.raises(ConfigError, match="unknown paper 'tyo'; did you mean 'toy'"):
+    reproduce.load('tyo')
+  with pytest.raises(ConfigError, match="--table: 'toy' has no table 'table3'"):
+    reproduce.table_of('toy', 'table3')
+
+
+def test_the_paper_scale_is_refused_up_front_without_its_dataset(toy, monkeypatch):
+  monkeypatch.setenv('TFDS_DATA_DIR', os.devnull)
+  with pytest.raises(ConfigError, match=r'^--scale paper: .*cifar10'):
+    reproduce.plan(toy, 'paper')
+
+
+def test_the_report_sets_our_cells_beside_the_papers(toy, tmp_path):
+  config_path, overrides, methods, settings, seeds = reproduce.plan(toy, 'cpu')
+  accuracy = {('fedavg', 'sym0.2'): 0.70, ('fedprox', 'sym0.2'): 0.74,
+              ('fedavg', 'sym0.6'): 0.40, ('fedprox', 'sym0.6'): 0.44}
+
+  def run(config, out, choices):
+    setting = 'sym0.2' if config.noise.rate == 0.2 else 'sym0.6'
+    best = accuracy[(config.method.name, setting)] + 0.01 * config.seed
+    results = results_lib.Results(
+        config=config.to_dict(), data_hash=config.data_hash(), method=config.method.name,
+        params={}, rounds=[{'round': 1, 'test_accuracy': best},
+                           {'round': 2, 'test_accuracy': best - 0.1}],
+        client_noise_rates={})
+    results_lib.write(out, results)
+    return results
+
+  out = tmp_path / 'out'
+  out.mkdir()
+  studies.grid(config_path, overrides, methods, settings, seeds, str(out), run,
+               paper=toy.study('cpu'))
+  text = open(report.write_report(str(out))[0]).read()
+  assert '## Beside the paper: toy Table 2' in text
+  # Best round, mean ± std over seeds 0 and 1 (0.70, 0.71), beside the paper's 80.00.
+  assert '| Sym. 0.2 | fedavg (FedAvg) | 80.00 | 70.50 ± 0.50 | 65.50 ± 0.50 |' in text
+  assert '| Sym. 0.6 | fedprox | -2.00 | +4.00 |' in text  # The paper's gap, ours.
+  assert '| Sym. 0.6 | fedavg > fedprox | fedprox > fedavg | no |' in text
+  assert '| Sym. 0.2 | fedprox > fedavg | fedprox > fedavg | yes |' in text
+
+
+def test_every_shipped_protocol_loads_and_its_cpu_cells_validate():
+  """The protocols in experiments/protocols: numbers for the methods they name, settings
+  that the config accepts, every cpu cell a valid config (no data is built)."""
+  checked = 0
+  for paper in reproduce.papers():
+    for table in reproduce.load(paper).values():
+      for setting, row in table.paper_numbers.items():
+        assert setting in table.settings and set(row) <= set(table.methods), table.id
+      if 'cpu' in table.scales:
+        config_path, overrides, methods, settings, seeds = reproduce.plan(table, 'cpu')
+        checked += len(studies.plan_grid(config_path, overrides, methods, settings, seeds))
+  assert checked >= 36

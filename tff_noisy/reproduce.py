@@ -1,0 +1,257 @@
+"""``tff-noisy reproduce PAPER``: a paper's table run as a grid and shown beside the
+paper's own numbers.
+
+A paper's protocol is data, ``experiments/protocols/<paper>.yaml``: under ``tables``,
+for each results table, where the numbers are (``cite``), the paper's metric (best
+round, mean of the last 10 rounds, final), its settings (noise columns) as config
+overrides, the methods it compares that this project implements, and the paper's number
+for every cell, copied from ``../shared/papers/``; under ``scales``, how this project
+runs each table (a config, overrides, settings, methods, seeds, and what was measured).
+Two scales:
+
+- ``cpu``: a protocol that finishes on 2 CPU cores (Fashion-MNIST or digits), in the
+  regime the paper studies (FedAvg's accuracy peaks, then falls as it fits the wrong
+  labels; the protocol says what was measured);
+- ``paper``: the paper's dataset, model, clients and rounds (CIFAR through TFDS; for a
+  GPU machine), checked up front: the dataset must be on disk.
+
+The grid is ``studies.grid`` with the table in its manifest; ``tff-noisy report`` then
+adds the table beside the paper's (``render``). TensorFlow-free.
+"""
+
+import dataclasses
+import os
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+
+from tff_noisy import config as config_lib
+from tff_noisy import reporting
+from tff_noisy import yamlio
+from tff_noisy.errors import ConfigError
+from tff_noisy.params import did_you_mean
+from tff_noisy.simulation import studies
+
+PROTOCOL_DIR = os.path.join(os.path.dirname(__file__), '..', 'experiments', 'protocols')
+SCALES = ('cpu', 'paper')
+METRICS = {'best': 'best evaluated round', 'last10': 'mean of the last 10 evaluated rounds',
+           'final': 'last round'}
+# The paper-scale fields of a protocol and the config fields they set.
+_PAPER_FIELDS = {'dataset': 'data.dataset', 'model': 'model.name',
+                 'clients': 'partition.num_clients', 'participation': 'fl.participation',
+                 'rounds': 'fl.rounds', 'local_epochs': 'fl.local_epochs',
+                 'batch_size': 'fl.batch_size'}
+
+
+@dataclasses.dataclass(frozen=True)
+class Scale:
+  """How one scale runs a table: a config, overrides for every cell, per-setting ones."""
+  config: str  # Relative to the repository root.
+  overrides: list
+  settings: Dict[str, list]  # Setting id -> its overrides at this scale.
+  methods: list
+  seeds: list
+  note: str  # What differs from the paper, and the regime measured (cpu).
+  minutes_per_cell: Optional[float] = None  # Measured on this project's machine.
+
+
+@dataclasses.dataclass(frozen=True)
+class Table:
+  paper: str
+  id: str
+  citation: str
+  cite: str
+  caption: str
+  metric: str
+  metric_note: str
+  methods: Dict[str, str]  # Our method name -> the paper's row label.
+  settings: Dict[str, str]  # Setting id -> the paper's label.
+  paper_numbers: Dict[str, Dict[str, Optional[float]]]  # Setting -> method -> value (%).
+  scales: Dict[str, Scale]
+
+  def study(self, scale: str) -> dict:
+    """What ``manifest.json`` keeps of the table for the report."""
+    return {'paper': self.paper, 'table': self.id, 'citation': self.citation,
+            'cite': self.cite, 'caption': self.caption, 'metric': self.metric,
+            'metric_note': self.metric_note, 'methods': self.methods,
+            'settings': self.settings, 'numbers': self.paper_numbers, 'scale': scale,
+            'scale_note': self.scales[scale].note}
+
+
+def papers() -> List[str]:
+  return sorted(name[:-5] for name in os.listdir(PROTOCOL_DIR) if name.endswith('.yaml'))
+
+
+def _number(cell) -> Optional[float]:
+  value = cell.get('value') if isinstance(cell, dict) else cell
+  return None if value is None else float(value)
+
+
+def load(paper: str) -> Dict[str, Table]:
+  """The tables of ``paper``'s protocol; ConfigError naming the papers for another name."""
+  if paper not in papers():
+    raise ConfigError(f"reproduce: unknown paper '{paper}'{did_you_mean(paper, papers())} "
+                      f"Allowed: {', '.join(papers())}")
+  with open(os.path.join(PROTOCOL_DIR, f'{paper}.yaml')) as f:
+    protocol = yamlio.load(f)
+  tables = {}
+  for table_id, table in protocol['tables'].items():
+    settings = {s['id']: s.get('label', s['id']) for s in table['settings']}
+    paper_overrides = {s['id']: list(s['overrides']) for s in table['settings']}
+    scales = {}
+    for scale in SCALES:
+      spec = (protocol.get('scales') or {}).get(table_id, {}).get(scale)
+      if spec:
+        scales[scale] = _scale(scale, spec, table, paper_overrides)
+    tables[table_id] = Table(
+        paper, table_id, protocol.get('citation', ''), table['cite'], table['caption'],
+        table['metric'], table.get('metric_note', ''), dict(table['methods']), settings,
+        {sid: {m: _number(c) for m, c in (row or {}).items()}
+         for sid, row in (table.get('paper_numbers') or {}).items()}, scales)
+  return tables
+
+
+def _scale(scale: str, spec: dict, table: dict, paper_overrides: dict) -> Scale:
+  """A scale of ``table``. ``spec.settings``: the setting ids it runs (default every
+  one), as a list, or a mapping to overrides replacing the paper's (null: the paper's)."""
+  overrides = list(spec.get('set') or [])
+  if scale == 'paper':
+    fields = table.get('paper_scale') or {}
+    overrides = [f'{key}={fields[name]}' for name, key in _PAPER_FIELDS.items()
+                 if fields.get(name) is not None] + list(fields.get('partition') or [])
+    overrides += list(spec.get('set') or [])
+  chosen = spec.get('settings') or list(paper_overrides)
+  if not isinstance(chosen, dict):
+    chosen = {sid: None for sid in chosen}
+  for sid in chosen:
+    if sid not in paper_overrides:
+      raise ConfigError(f"protocol: setting '{sid}' of scale {scale} is not one of the "
+                        f"table's: {', '.join(paper_overrides)}")
+  return Scale(spec['config'], overrides,
+               {sid: list(paper_overrides[sid] if own is None else own)
+                for sid, own in chosen.items()},
+               list(spec.get('methods') or table['methods']),
+               list(spec.get('seeds') or [0, 1, 2]), spec.get('note', ''),
+               spec.get('minutes_per_cell'))
+
+
+def table_of(paper: str, table: Optional[str]) -> Table:
+  tables = load(paper)
+  if table is None:
+    return next(iter(tables.values()))
+  if table not in tables:
+    raise ConfigError(f"--table: '{paper}' has no table '{table}'"
+                      f"{did_you_mean(table, tables)} Allowed: {', '.join(tables)}")
+  return tables[table]
+
+
+def listing() -> str:
+  """Every paper, table and scale, with a measured time per cell where there is one."""
+  lines = []
+  for paper in papers():
+    tables = load(paper)
+    first = next(iter(tables.values()))
+    lines.append(f'{paper}: {first.citation}')
+    for table in tables.values():
+      lines.append(f'  --table {table.id}: {table.cite}, {len(table.settings)} settings x '
+                   f'{len(table.methods)} methods; metric {table.metric}'
+                   + ('' if table.scales else '; no scale to run it yet'))
+      for name, scale in table.scales.items():
+        cells = len(scale.settings) * len(scale.methods) * len(scale.seeds)
+        if scale.minutes_per_cell:
+          time = (f'~{scale.minutes_per_cell:g} min per cell on 2 CPU cores, '
+                  f'~{cells * scale.minutes_per_cell / 60:.1f} h in all')
+        else:
+          time = ('for a GPU machine; time not measured' if name == 'paper'
+                  else 'time per cell not measured yet')
+        lines.append(f'    --scale {name}: {cells} cells ({len(scale.seeds)} seeds); {time}')
+  return '\n'.join(lines)
+
+
+def plan(table: Table, scale: str, seeds: Optional[list] = None) -> Tuple[str, list, list,
+                                                                           list, list]:
+  """``(config path, overrides, methods, settings, seeds)`` of ``studies.grid``.
+
+  ``--scale paper`` is checked here, before any work: the dataset must be on disk.
+  """
+  if scale not in table.scales:
+    raise ConfigError(f"--scale: table '{table.id}' of '{table.paper}' has no '{scale}' "
+                      f"protocol; it has {', '.join(table.scales) or 'none'}")
+  spec = table.scales[scale]
+  root = os.path.join(os.path.dirname(__file__), '..')
+  config_path = os.path.join(root, spec.config)
+  settings = [studies.Setting(sid, overrides, ','.join(overrides))
+              for sid, overrides in spec.settings.items()]
+  if scale == 'paper':
+    config = config_lib.load(config_path, spec.overrides + settings[0].overrides)
+    _check_dataset_present(config)
+  return config_path, spec.overrides, spec.methods, settings, list(seeds or spec.seeds)
+
+
+def _check_dataset_present(config) -> None:
+  from tff_noisy.data import sources  # pylint: disable=g-import-not-at-top
+  try:
+    sources.load_dataset(config.data.dataset, config.data.data_dir)
+  except sources.DatasetError as e:
+    raise ConfigError(f'--scale paper: {e}') from None
+
+
+def paper_metric(results: dict, metric: str) -> Optional[float]:
+  """Our run's test accuracy in the paper's metric (``METRICS``)."""
+  if metric == 'best':
+    values = [r['test_accuracy'] for r in results.get('rounds', [])
+              if r.get('test_accuracy') is not None]
+    return max(values) if values else None
+  return results.get('final_accuracy' if metric == 'final' else 'last10_accuracy')
+
+
+def _cell(stats) -> str:
+  return reporting.pct(stats)
+
+
+def render(w: reporting.Writer, groups: dict, paper: dict) -> None:
+  """The table beside the paper's: each cell in the paper's metric (mean ± std over
+  seeds), last-10 and best always, the gap to FedAvg ours vs the paper's, and whether
+  the methods rank as in the paper."""
+  metric = paper['metric'] if paper['metric'] in METRICS else 'last10'
+  w.add(f'## Beside the paper: {paper["paper"]} {paper["cite"]}', '')
+  w.add(f'{paper["citation"]}. {paper["caption"]}. The paper reports '
+        f'{paper["metric"]} ({paper["metric_note"] or "no definition given"}); ours in '
+        f'the same metric ({METRICS[metric]}), mean ± std over seeds, at scale '
+        f'`{paper["scale"]}`: {paper["scale_note"]}', '')
+  rows, gaps, rankings = [], [], []
+  for setting, label in paper['settings'].items():
+    methods = groups.get(setting) or {}
+    numbers = paper['numbers'].get(setting) or {}
+    ours = {}
+    for method, runs in methods.items():
+      ours[method] = reporting.mean_std([paper_metric(r.results, metric) for r in runs])
+      rows.append([label, f'{method} ({paper["methods"].get(method, "?")})',
+                   '' if numbers.get(method) is None else f'{numbers[method]:.2f}',
+                   _cell(ours[method]),
+                   _cell(reporting.mean_std([r.results.get('last10_accuracy')
+                                             for r in runs])),
+                   _cell(reporting.mean_std([paper_metric(r.results, 'best') for r in runs])),
+                   len(runs)])
+    base_ours, base_paper = ours.get('fedavg'), numbers.get('fedavg')
+    for method, stats in ours.items():
+      if method == 'fedavg' or stats is None or base_ours is None:
+        continue
+      paper_gap = (None if numbers.get(method) is None or base_paper is None
+                   else numbers[method] - base_paper)
+      gaps.append([label, method, '' if paper_gap is None else f'{paper_gap:+.2f}',
+                   f'{100 * (stats[0] - base_ours[0]):+.2f}'])
+    both = [m for m in ours if ours[m] is not None and numbers.get(m) is not None]
+    if len(both) >= 2:
+      by_paper = sorted(both, key=lambda m: -numbers[m])
+      by_ours = sorted(both, key=lambda m: -ours[m][0])
+      rankings.append([label, ' > '.join(by_paper), ' > '.join(by_ours),
+                       'yes' if by_paper == by_ours else 'no'])
+  w.table(['setting', 'method (paper row)', f'paper ({paper["metric"]})',
+           f'ours ({metric})', 'ours last 10', 'ours best', 'seeds'], rows)
+  if gaps:
+    w.add('Method minus FedAvg (points, in the paper\'s metric):', '')
+    w.table(['setting', 'method', 'paper', 'ours'], gaps)
+  if rankings:
+    w.add('Ranking of the methods by the paper\'s metric:', '')
+    w.table(['setting', 'paper', 'ours', 'same order'], rankings)
