@@ -13,6 +13,8 @@
   tff-noisy evaluate RUN_DIR
   tff-noisy list [methods|aggregators|models|datasets|noise|partitions]
   tff-noisy report DIR   (a run, compare or grid directory: writes DIR/report.md + PNGs)
+  tff-noisy reproduce PAPER [--table T] [--scale cpu|paper] [--seeds 0,1,2] --out DIR
+      [--resume | --overwrite];  tff-noisy reproduce --list
 
 --verbose (before or after the command) shows TensorFlow's start-up log and library
 warnings, which are hidden by default.

@@ -214,11 +214,14 @@ def render(w: reporting.Writer, groups: dict, paper: dict) -> None:
   seeds), last-10 and best always, the gap to FedAvg ours vs the paper's, and whether
   the methods rank as in the paper."""
   metric = paper['metric'] if paper['metric'] in METRICS else 'last10'
+  if metric == paper['metric']:
+    ours = f'ours in the same metric ({METRICS[metric]})'
+  else:  # The paper does not say which round it reports.
+    ours = f'ours: the {METRICS[metric]}'
   w.add(f'## Beside the paper: {paper["paper"]} {paper["cite"]}', '')
-  w.add(f'{paper["citation"]}. {paper["caption"]}. The paper reports '
-        f'{paper["metric"]} ({paper["metric_note"] or "no definition given"}); ours in '
-        f'the same metric ({METRICS[metric]}), mean ± std over seeds, at scale '
-        f'`{paper["scale"]}`: {paper["scale_note"]}', '')
+  w.add(f'{paper["citation"]}. {paper["caption"]} The paper\'s metric: '
+        f'{paper["metric"]} ({paper["metric_note"] or "no definition given"}); {ours}, '
+        f'mean ± std over seeds, at scale `{paper["scale"]}`: {paper["scale_note"]}', '')
   rows, gaps, rankings = [], [], []
   for setting, label in paper['settings'].items():
     methods = groups.get(setting) or {}
