@@ -163,7 +163,7 @@ def _labels_after_participations(variant: str, alpha: float, participations: int
 
 
 def test_the_papers_compatibility_weight_holds_contradicted_labels_at_the_observed_one():
-  """Why the paper's loss barely corrects labels (README, MaskedOptim): at α = 0.5 the
+  """Why the paper's loss barely corrects labels (docs/results.md, MaskedOptim): at α = 0.5 the
   compatibility term's pull α (y^d − e_ŷ) towards ŷ beats L_c's, whose gradient
   y^d ⊙ (−log p − L_c) raises every class whose loss is below L_c, ŷ included, so the
   label never leaves ŷ. At α = 0.1, and with the released code's first loss (code_v1,

@@ -4,8 +4,10 @@ A method is a ``ClientObjective`` (its client side, ``objective``) and, where it
 them, hooks: client-side preparation once before training (NNC relabelling), the labels
 and per-example fields of a client's dataset (NA-FedAvg's ``aggregation_weight``), work
 before a round (NA-FedAvg's noise estimation), the round itself (FedDS's split round)
-and the server's step after it (a phase decided from the round's metrics). The defaults are FedAvg. The driver knows a method only through this interface;
-the aggregator, optimisers and schedule come from the config through ``Setup``.
+and the server's step after it (a phase decided from the round's metrics). The defaults
+are FedAvg. The driver knows a method only through this interface and scores the
+``diagnostics.Diagnostic`` records its hooks return; the aggregator, optimisers and
+schedule come from the config through ``Setup``.
 """
 
 import dataclasses

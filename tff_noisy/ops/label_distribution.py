@@ -15,7 +15,7 @@ Noisy clients (§2.3) learn per-sample label logits ỹ [n, C], initialised to K
   L_i = KL(p ‖ y^d)/C + α m_i L_comp + β H(p)/C with m_i = 1 for the ⌊τ|B|⌋ samples of the
   batch with the smallest cross-entropy −log p_ŷ against the *observed* label
   (stop-gradient; ties: the lower index first), the entropy term unmasked;
-- ``variant='code_v1'`` (the released code's first commit 537361f, which the README's
+- ``variant='code_v1'`` (the released code's first commit 537361f, which docs/results.md's
   earlier measurements used): the logits are first clipped (LogitClip: z ← z / (‖z‖ +
   1e-7) / τ_c where ‖z‖ + 1e-7 > τ_c, τ_c = 1), and the same loss with m_i = [argmax p =
   ŷ]; τ is unused.
