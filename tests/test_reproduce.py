@@ -97,7 +97,7 @@ def test_the_report_sets_our_cells_beside_the_papers(toy, tmp_path):
   text = open(report.write_report(str(out))[0]).read()
   assert '## Beside the paper: toy Table 2' in text
   # Best round, mean ± std over seeds 0 and 1 (0.70, 0.71), beside the paper's 80.00.
-  assert '| Sym. 0.2 | fedavg (FedAvg) | 80.00 | 70.50 ± 0.50 | 65.50 ± 0.50 |' in text
+  assert '| Sym. 0.2 | fedavg (FedAvg) | 80.00 | 70.50 ± 0.50 | 65.50 ± 0.50 | 2 |' in text
   assert '| Sym. 0.6 | fedprox | -2.00 | +4.00 |' in text  # The paper's gap, ours.
   assert '| Sym. 0.6 | fedavg > fedprox | fedprox > fedavg | no |' in text
   assert '| Sym. 0.2 | fedprox > fedavg | fedprox > fedavg | yes |' in text

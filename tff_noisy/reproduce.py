@@ -205,10 +205,6 @@ def paper_metric(results: dict, metric: str) -> Optional[float]:
   return results.get('final_accuracy' if metric == 'final' else 'last10_accuracy')
 
 
-def _cell(stats) -> str:
-  return reporting.pct(stats)
-
-
 def render(w: reporting.Writer, groups: dict, paper: dict) -> None:
   """The table beside the paper's: each cell in the paper's metric (mean ± std over
   seeds), last-10 and best always, the gap to FedAvg ours vs the paper's, and whether
@@ -222,20 +218,19 @@ def render(w: reporting.Writer, groups: dict, paper: dict) -> None:
   w.add(f'{paper["citation"]}. {paper["caption"]} The paper\'s metric: '
         f'{paper["metric"]} ({paper["metric_note"] or "no definition given"}); {ours}, '
         f'mean ± std over seeds, at scale `{paper["scale"]}`: {paper["scale_note"]}', '')
+  also = [m for m in ('last10', 'best') if m != metric]  # Shown for every table.
   rows, gaps, rankings = [], [], []
   for setting, label in paper['settings'].items():
     methods = groups.get(setting) or {}
     numbers = paper['numbers'].get(setting) or {}
     ours = {}
     for method, runs in methods.items():
-      ours[method] = reporting.mean_std([paper_metric(r.results, metric) for r in runs])
+      stats = {m: reporting.mean_std([paper_metric(r.results, m) for r in runs])
+               for m in [metric] + also}
+      ours[method] = stats[metric]
       rows.append([label, f'{method} ({paper["methods"].get(method, "?")})',
-                   '' if numbers.get(method) is None else f'{numbers[method]:.2f}',
-                   _cell(ours[method]),
-                   _cell(reporting.mean_std([r.results.get('last10_accuracy')
-                                             for r in runs])),
-                   _cell(reporting.mean_std([paper_metric(r.results, 'best') for r in runs])),
-                   len(runs)])
+                   '' if numbers.get(method) is None else f'{numbers[method]:.2f}'] +
+                  [reporting.pct(stats[m]) for m in [metric] + also] + [len(runs)])
     base_ours, base_paper = ours.get('fedavg'), numbers.get('fedavg')
     for method, stats in ours.items():
       if method == 'fedavg' or stats is None or base_ours is None:
@@ -251,7 +246,7 @@ def render(w: reporting.Writer, groups: dict, paper: dict) -> None:
       rankings.append([label, ' > '.join(by_paper), ' > '.join(by_ours),
                        'yes' if by_paper == by_ours else 'no'])
   w.table(['setting', 'method (paper row)', f'paper ({paper["metric"]})',
-           f'ours ({metric})', 'ours last 10', 'ours best', 'seeds'], rows)
+            f'ours ({metric})'] + [f'ours ({m})' for m in also] + ['seeds'], rows)
   if gaps:
     w.add('Method minus FedAvg (points, in the paper\'s metric):', '')
     w.table(['setting', 'method', 'paper', 'ours'], gaps)

@@ -61,21 +61,23 @@ class PrestopSection(reporting.Section):
         prestop = [r for r in records if r.get('prestop')]
         switch = prestop[-1]['prestop'].get('switch_round') if prestop else None
         errors = [r for r in records if r.get('transition_matrix_error')]
-        base = ([setting] if setting is not None else []) + [method, reporting.seed_label(run),
-                                                              reporting.num(switch) if prestop else 'n/a']
+        base = ([setting] if setting is not None else []) + [
+            method, reporting.seed_label(run), reporting.num(switch) if prestop else 'n/a']
         if switch is None and prestop:
           base[-1] = 'no switch'
         if errors:
           for name, report in errors[0]['transition_matrix_error'].items():
             rows.append(base + [f'{name} (round {errors[0]["round"]})',
-                                reporting.num(report.get('mean_l1')), reporting.num(report.get('mean_cosine')),
+                                reporting.num(report.get('mean_l1')),
+                                reporting.num(report.get('mean_cosine')),
                                 len(report.get('per_client') or {})])
         else:
           rows.append(base + ['not recorded', '', '', ''])
         signal = [(r['round'], r['prestop'].get('signal')) for r in prestop
                   if r['prestop'].get('signal') is not None]
         if signal:
-          series[reporting.seed_label(run)] = ([p[0] for p in signal], [p[1] for p in signal], switch)
+          series[reporting.seed_label(run)] = ([p[0] for p in signal], [p[1] for p in signal],
+                                               switch)
       if series:
         kind = next((r['prestop'].get('signal_kind') for run in runs
                      for r in run.results.get('rounds', []) if r.get('prestop')), None)
