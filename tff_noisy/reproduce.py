@@ -36,6 +36,9 @@ PROTOCOL_DIR = os.path.join(os.path.dirname(__file__), '..', 'experiments', 'pro
 SCALES = ('cpu', 'paper')
 METRICS = {'best': 'best evaluated round', 'last10': 'mean of the last 10 evaluated rounds',
            'final': 'last round'}
+# The papers' regime: FedAvg memorises, its accuracy falling at least this far (points)
+# from its best round to its last.
+REGIME_FALL = 10.0
 # The paper-scale fields of a protocol and the config fields they set.
 _PAPER_FIELDS = {'dataset': 'data.dataset', 'model': 'model.name',
                  'clients': 'partition.num_clients', 'participation': 'fl.participation',
@@ -253,3 +256,25 @@ def render(w: reporting.Writer, groups: dict, paper: dict) -> None:
   if rankings:
     w.add('Ranking of the methods by the paper\'s metric:', '')
     w.table(['setting', 'paper', 'ours', 'same order'], rankings)
+  regime = [[paper['settings'].get(setting, setting)] + _memorisation(runs)
+            for setting, methods in groups.items()
+            for runs in [methods.get('fedavg')] if runs]
+  if regime:
+    w.add('The papers\' regime: FedAvg memorises the noisy labels, its test accuracy falling '
+          f'from its best round by at least {REGIME_FALL:g} points by the last '
+          '(mean over seeds):', '')
+    w.table(['setting', 'FedAvg best', 'FedAvg last round', 'fall (points)',
+             'in the regime'], regime)
+
+
+def _memorisation(runs) -> list:
+  """FedAvg's best and last accuracy and the fall between them, mean over ``runs``."""
+  best = [paper_metric(r.results, 'best') for r in runs]
+  last = [r.results.get('final_accuracy') for r in runs]
+  pairs = [(b, f) for b, f in zip(best, last) if b is not None and f is not None]
+  if not pairs:
+    return ['n/a'] * 4
+  fall = 100 * float(np.mean([b - f for b, f in pairs]))
+  return [reporting.pct(reporting.mean_std([b for b, _ in pairs])),
+          reporting.pct(reporting.mean_std([f for _, f in pairs])), f'{fall:.1f}',
+          'yes' if round(fall, 6) >= REGIME_FALL else 'no']
