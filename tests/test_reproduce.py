@@ -14,6 +14,7 @@ from tff_noisy.simulation import studies
 
 _PROTOCOL = '''
 paper: toy
+baseline: fedavg
 citation: "A. Author, A toy paper, 2026"
 tables:
   table2:

@@ -68,6 +68,7 @@ class Table:
   metric: str
   metric_note: str
   methods: Dict[str, str]  # Our method name -> the paper's row label.
+  baseline: str  # The method the others are compared with (the protocol's ``baseline``).
   settings: Dict[str, str]  # Setting id -> the paper's label.
   paper_numbers: Dict[str, Dict[str, Optional[float]]]  # Setting -> method -> value (%).
   scales: Dict[str, Scale]
@@ -77,6 +78,7 @@ class Table:
     return {'paper': self.paper, 'table': self.id, 'citation': self.citation,
             'cite': self.cite, 'caption': self.caption, 'metric': self.metric,
             'metric_note': self.metric_note, 'methods': self.methods,
+            'baseline': self.baseline,
             'settings': self.settings, 'numbers': self.paper_numbers, 'scale': scale,
             'scale_note': self.scales[scale].note}
 
@@ -108,7 +110,8 @@ def load(paper: str) -> Dict[str, Table]:
         scales[scale] = _scale(scale, spec, table, paper_overrides)
     tables[table_id] = Table(
         paper, table_id, protocol.get('citation', ''), table['cite'], table['caption'],
-        table['metric'], table.get('metric_note', ''), dict(table['methods']), settings,
+        table['metric'], table.get('metric_note', ''), dict(table['methods']),
+        protocol['baseline'], settings,
         {sid: {m: _number(c) for m, c in (row or {}).items()}
          for sid, row in (table.get('paper_numbers') or {}).items()}, scales)
   return tables
@@ -234,9 +237,10 @@ def render(w: reporting.Writer, groups: dict, paper: dict) -> None:
       rows.append([label, f'{method} ({paper["methods"].get(method, "?")})',
                    '' if numbers.get(method) is None else f'{numbers[method]:.2f}'] +
                   [reporting.pct(stats[m]) for m in [metric] + also] + [len(runs)])
-    base_ours, base_paper = ours.get('fedavg'), numbers.get('fedavg')
+    baseline = paper['baseline']
+    base_ours, base_paper = ours.get(baseline), numbers.get(baseline)
     for method, stats in ours.items():
-      if method == 'fedavg' or stats is None or base_ours is None:
+      if method == baseline or stats is None or base_ours is None:
         continue
       paper_gap = (None if numbers.get(method) is None or base_paper is None
                    else numbers[method] - base_paper)
@@ -251,24 +255,24 @@ def render(w: reporting.Writer, groups: dict, paper: dict) -> None:
   w.table(['setting', 'method (paper row)', f'paper ({paper["metric"]})',
             f'ours ({metric})'] + [f'ours ({m})' for m in also] + ['seeds'], rows)
   if gaps:
-    w.add('Method minus FedAvg (points, in the paper\'s metric):', '')
+    w.add(f'Method minus {paper["baseline"]} (points, in the paper\'s metric):', '')
     w.table(['setting', 'method', 'paper', 'ours'], gaps)
   if rankings:
     w.add('Ranking of the methods by the paper\'s metric:', '')
     w.table(['setting', 'paper', 'ours', 'same order'], rankings)
   regime = [[paper['settings'].get(setting, setting)] + _memorisation(runs)
             for setting, methods in groups.items()
-            for runs in [methods.get('fedavg')] if runs]
+            for runs in [methods.get(paper['baseline'])] if runs]
   if regime:
-    w.add('The papers\' regime: FedAvg memorises the noisy labels, its test accuracy falling '
-          f'from its best round by at least {REGIME_FALL:g} points by the last '
-          '(mean over seeds):', '')
-    w.table(['setting', 'FedAvg best', 'FedAvg last round', 'fall (points)',
-             'in the regime'], regime)
+    w.add(f'The papers\' regime: {paper["baseline"]} memorises the noisy labels, its test '
+          f'accuracy falling from its best round by at least {REGIME_FALL:g} points by the '
+          'last (mean over seeds):', '')
+    w.table(['setting', 'best', 'last round', 'fall (points)', 'in the regime'], regime)
 
 
 def _memorisation(runs) -> list:
-  """FedAvg's best and last accuracy and the fall between them, mean over ``runs``."""
+  """The baseline's best and last accuracy and the fall between them, mean over
+  ``runs``."""
   best = [paper_metric(r.results, 'best') for r in runs]
   last = [r.results.get('final_accuracy') for r in runs]
   pairs = [(b, f) for b, f in zip(best, last) if b is not None and f is not None]
