@@ -308,7 +308,12 @@ class _Terminated(KeyboardInterrupt):
 
 
 def _terminate(*_):
+  if os.getpid() != _MAIN_PID[0]:  # A forked pool worker (cleanlab's) its pool stops:
+    os._exit(128 + signal.SIGTERM)  # it ends quietly, no traceback.
   raise _Terminated
+
+
+_MAIN_PID = [None]  # The process whose SIGTERM unwinds as _Terminated.
 
 
 def main(argv=None) -> None:
@@ -320,6 +325,7 @@ def main(argv=None) -> None:
   # TFF's worker stopped at exit. Python runs the handler once the running TensorFlow or
   # TFF call returns: between clients on the tf runtime, after the round's computation on
   # tff.
+  _MAIN_PID[0] = os.getpid()
   signal.signal(signal.SIGTERM, _terminate)
   hint = '; continue with --resume' if hasattr(args, 'resume') else ''
   try:

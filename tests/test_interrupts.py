@@ -8,6 +8,8 @@ import time
 
 import pytest
 
+from experiments import run as cli
+
 _DEMO = os.path.join(os.path.dirname(__file__), '..', 'experiments', 'configs', 'demo.yaml')
 _ONE_COMPUTATION = """
 import os, sys, time
@@ -119,3 +121,19 @@ def test_ctrl_c_or_sigterm_during_training_says_so_and_stops_the_worker(tmp_path
   assert 'Traceback' not in err
   assert not any(_alive(pid) for pid in workers)
   assert not (out / '.tff-noisy.lock').exists()
+
+
+def test_a_forked_pool_worker_ends_quietly_on_sigterm(monkeypatch):
+  """cleanlab's process pool stops its forked workers with SIGTERM: they inherit the
+  command's handler, which must end them (status 143), not raise in them."""
+  monkeypatch.setattr(cli, '_MAIN_PID', [os.getpid()])
+  child = os.fork()
+  if child == 0:  # The worker: not the main process.
+    try:
+      cli._terminate()  # pylint: disable=protected-access
+    finally:
+      os._exit(1)  # Reached only if the handler returned or raised.
+  _, status = os.waitpid(child, 0)
+  assert os.WEXITSTATUS(status) == 143
+  with pytest.raises(cli._Terminated):  # pylint: disable=protected-access
+    cli._terminate()  # pylint: disable=protected-access
