@@ -57,7 +57,10 @@ def find_label_issues(labels: np.ndarray, pred_probs: np.ndarray) -> np.ndarray:
     return np.zeros(len(labels), bool)
   with warnings.catch_warnings():
     warnings.simplefilter('ignore')  # Classes a client lacks: cleanlab warns, then copes.
-    return np.asarray(cleanlab_filter.find_label_issues(labels, pred_probs), bool)
+    # n_jobs=1: no process pool. Forking a process whose TensorFlow and gRPC threads
+    # hold locks can leave the pool's workers hung (seen here); cleanlab's results do not
+    # depend on n_jobs.
+    return np.asarray(cleanlab_filter.find_label_issues(labels, pred_probs, n_jobs=1), bool)
 
 
 def client_label_issues(x: np.ndarray, labels: np.ndarray, num_classes: int,
