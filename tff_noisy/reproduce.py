@@ -121,11 +121,11 @@ def _scale(scale: str, spec: dict, table: dict, paper_overrides: dict) -> Scale:
   """A scale of ``table``. ``spec.settings``: the setting ids it runs (default every
   one), as a list, or a mapping to overrides replacing the paper's (null: the paper's)."""
   overrides = list(spec.get('set') or [])
-  if scale == 'paper':
+  if scale == 'paper':  # The paper's fields first; the scale's own overrides win.
     fields = table.get('paper_scale') or {}
     overrides = [f'{key}={fields[name]}' for name, key in _PAPER_FIELDS.items()
-                 if fields.get(name) is not None] + list(fields.get('partition') or [])
-    overrides += list(spec.get('set') or [])
+                 if fields.get(name) is not None] + list(fields.get('partition') or []) + (
+                     overrides)
   chosen = spec.get('settings') or list(paper_overrides)
   if not isinstance(chosen, dict):
     chosen = {sid: None for sid in chosen}
