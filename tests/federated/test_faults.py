@@ -1,10 +1,10 @@
 """Byzantine clients inside the federated process: signatures, then numbers against NumPy."""
-import collections
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+import helpers
 from tff_noisy.federated import process as process_lib
 from tff_noisy.federated.aggregators import coordinate_median
 from tff_noisy.federated.aggregators import mean
@@ -15,20 +15,13 @@ from tff_noisy.tff_runtime import import_tff
 tff = import_tff()
 
 
-def _model_fn():
-  return tf.keras.Sequential([tf.keras.layers.Input((4,)), tf.keras.layers.Dense(3)])
-
-
 def _dataset(seed, n=20):
-  rng = np.random.default_rng(seed)
-  return tf.data.Dataset.from_tensor_slices(collections.OrderedDict(
-      x=rng.normal(size=(n, 4)).astype(np.float32), y=rng.integers(0, 3, n).astype(np.int64),
-      index=np.arange(n, dtype=np.int64))).batch(10)
+  return helpers.client_dataset(*helpers.random_client(seed, n), batch_size=10)
 
 
 def _build(with_faults, aggregator=None):
   return process_lib.build_process(
-      _model_fn, _dataset(0).element_spec, tff.learning.optimizers.build_sgdm(0.5),
+      helpers.linear_model, _dataset(0).element_spec, tff.learning.optimizers.build_sgdm(0.5),
       model_aggregator=aggregator, faults=with_faults)
 
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import helpers
 from tff_noisy.federated import client_work
 from tff_noisy.federated import probe
 from tff_noisy.federated import process as process_lib
@@ -19,21 +20,6 @@ from tff_noisy.tff_runtime import import_tff
 
 tff = import_tff()
 _CLASSES = 3
-
-
-def _model_fn():
-  return tf.keras.Sequential([tf.keras.layers.Input((4,)),
-                              tf.keras.layers.Dense(_CLASSES, name='logits')])
-
-
-def _client(seed, n):
-  rng = np.random.default_rng(seed)
-  return rng.normal(size=(n, 4)).astype(np.float32), rng.integers(0, _CLASSES, n)
-
-
-def _dataset(x, y, batch_size=64):
-  return tf.data.Dataset.from_tensor_slices(collections.OrderedDict(
-      x=x, y=y.astype(np.int64), index=np.arange(len(y), dtype=np.int64))).batch(batch_size)
 
 
 class CountingObjective(ClientObjective):
@@ -78,8 +64,9 @@ def _initial_state(process, model):
 
 
 def _process(objective):
-  x, y = _client(0, 4)
-  return process_lib.build_process(_model_fn, _dataset(x, y).element_spec,
+  x, y = helpers.random_client(0, 4)
+  return process_lib.build_process(helpers.linear_model,
+                                   helpers.client_dataset(x, y).element_spec,
                                    tff.learning.optimizers.build_sgdm(0.1),
                                    objective=objective)
 
@@ -107,18 +94,18 @@ def test_type_signature_carries_client_state(counting):
 @pytest.mark.slow
 def test_state_round_trip_counts_rounds_and_records_losses(counting):
   tf.keras.utils.set_random_seed(0)
-  model = _model_fn()
-  (xa, ya), (xb, yb) = _client(1, 7), _client(2, 5)
+  model = helpers.linear_model()
+  (xa, ya), (xb, yb) = helpers.random_client(1, 7), helpers.random_client(2, 5)
   objective = counting.objective
   states = [objective.initial_state(ya), objective.initial_state(yb)]
-  out = counting.next(_initial_state(counting, model), [_dataset(xa, ya), _dataset(xb, yb)],
-                      states)
+  datasets = [helpers.client_dataset(xa, ya), helpers.client_dataset(xb, yb)]
+  out = counting.next(_initial_state(counting, model), datasets, states)
   assert [int(s['rounds']) for s in out.client_states] == [1, 1]
   assert [s['last_loss'].shape for s in out.client_states] == [(7,), (5,)]
   # Only client a again: its counter moves, and its losses are those of its local model.
-  out2 = counting.next(out.state, [_dataset(xa, ya)], [out.client_states[0]])
+  out2 = counting.next(out.state, [helpers.client_dataset(xa, ya)], [out.client_states[0]])
   assert int(out2.client_states[0]['rounds']) == 2
-  local = _model_fn()
+  local = helpers.linear_model()
   weights = counting.get_model_weights(out2.state)  # One client: global = its local model.
   weights.assign_weights_to(local)
   expected = losses.cross_entropy(ya, local(xa)).numpy()
@@ -127,10 +114,11 @@ def test_state_round_trip_counts_rounds_and_records_losses(counting):
 
 def test_trainable_rows_take_their_own_gradient_step(offsets):
   tf.keras.utils.set_random_seed(1)
-  model = _model_fn()
-  x, y = _client(3, 6)
+  model = helpers.linear_model()
+  x, y = helpers.random_client(3, 6)
   rows = np.random.default_rng(0).normal(size=(6, _CLASSES)).astype(np.float32)
-  out = offsets.next(_initial_state(offsets, model), [_dataset(x, y)], [{'offsets': rows}])
+  out = offsets.next(_initial_state(offsets, model), [helpers.client_dataset(x, y)],
+                     [{'offsets': rows}])
   # One full batch: the rows' step uses the received model and the batch-mean loss.
   variable = tf.Variable(rows)
   with tf.GradientTape() as tape:
@@ -141,9 +129,9 @@ def test_trainable_rows_take_their_own_gradient_step(offsets):
 
 def test_rows_follow_the_index_when_batches_are_shuffled(offsets):
   tf.keras.utils.set_random_seed(2)
-  model = _model_fn()
-  x, y = _client(4, 9)
-  shuffled = _dataset(x, y, batch_size=9).unbatch().shuffle(9, seed=5).batch(9)
+  model = helpers.linear_model()
+  x, y = helpers.random_client(4, 9)
+  shuffled = helpers.client_dataset(x, y, batch_size=9).unbatch().shuffle(9, seed=5).batch(9)
   rows = np.zeros((9, _CLASSES), np.float32)
   out = offsets.next(_initial_state(offsets, model), [shuffled], [{'offsets': rows}])
   # Each sample's offset moves towards its own label, whatever position it was batched in.
@@ -153,14 +141,14 @@ def test_rows_follow_the_index_when_batches_are_shuffled(offsets):
 
 def test_hparams_reach_the_clients_and_live_in_the_state(offsets):
   tf.keras.utils.set_random_seed(3)
-  model = _model_fn()
-  x, y = _client(5, 8)
+  model = helpers.linear_model()
+  x, y = helpers.random_client(5, 8)
   rows = [{'offsets': np.zeros((8, _CLASSES), np.float32)}]
   state = _initial_state(offsets, model)
   assert float(offsets.get_hparams(state)['loss_scale']) == 1.0
-  plain = offsets.next(state, [_dataset(x, y)], rows)
+  plain = offsets.next(state, [helpers.client_dataset(x, y)], rows)
   doubled_state = offsets.set_hparams(state, {'loss_scale': 2.0})
-  doubled = offsets.next(doubled_state, [_dataset(x, y)], rows)
+  doubled = offsets.next(doubled_state, [helpers.client_dataset(x, y)], rows)
   np.testing.assert_allclose(doubled.client_states[0]['offsets'],
                              2.0 * plain.client_states[0]['offsets'], rtol=1e-5)
   assert float(offsets.get_hparams(doubled.state)['loss_scale']) == 2.0
@@ -170,19 +158,19 @@ def test_hparams_reach_the_clients_and_live_in_the_state(offsets):
 
 def test_non_finite_client_keeps_its_old_state(counting):
   tf.keras.utils.set_random_seed(4)
-  model = _model_fn()
-  x, y = _client(6, 4)
+  model = helpers.linear_model()
+  x, y = helpers.random_client(6, 4)
   x[0, 0] = np.nan
   state = counting.objective.initial_state(y)
-  out = counting.next(_initial_state(counting, model), [_dataset(x, y)], [state])
+  out = counting.next(_initial_state(counting, model), [helpers.client_dataset(x, y)], [state])
   assert int(out.client_states[0]['rounds']) == 0
   assert int(out.metrics['client_work']['train']['non_finite_clients']) == 1
 
 
 @pytest.mark.slow
 def test_weight_decay_and_model_losses_are_trained_on():
-  x, y = _client(7, 16)
-  spec = _dataset(x, y).element_spec
+  x, y = helpers.random_client(7, 16)
+  spec = helpers.client_dataset(x, y).element_spec
   sgd = tff.learning.optimizers.build_sgdm(0.5)
 
   def regularised():
@@ -193,16 +181,16 @@ def test_weight_decay_and_model_losses_are_trained_on():
     process = process_lib.build_process(model_fn, spec, sgd, **kwargs)
     tf.keras.utils.set_random_seed(5)
     state = _initial_state(process, model_fn())
-    out = process.next(state, [_dataset(x, y)], [()])
+    out = process.next(state, [helpers.client_dataset(x, y)], [()])
     return float(np.sum(process.get_model_weights(out.state).trainable[0] ** 2))
 
-  plain = kernel_norm(_model_fn)
+  plain = kernel_norm(helpers.linear_model)
   assert kernel_norm(regularised) < 0.8 * plain  # The model's L2 loss is part of training.
-  assert kernel_norm(_model_fn, weight_decay=0.5) < 0.8 * plain
+  assert kernel_norm(helpers.linear_model, weight_decay=0.5) < 0.8 * plain
 
 
 def test_probe_evaluates_the_global_model_without_training():
-  x, y = _client(8, 10)
+  x, y = helpers.random_client(8, 10)
 
   def own_label_accuracy(model, dataset):
     logits = probe.logits_of(model, dataset)
@@ -210,20 +198,22 @@ def test_probe_evaluates_the_global_model_without_training():
                             lambda acc, batch: tf.concat([acc, batch['y']], 0))
     return tf.reduce_mean(tf.cast(tf.equal(tf.argmax(logits, -1), labels), tf.float32))
 
-  accuracy = probe.build_probe(_model_fn, _dataset(x, y).element_spec, own_label_accuracy)
-  weights_type = client_work.weights_type_of(_model_fn)
+  spec = helpers.client_dataset(x, y).element_spec
+  accuracy = probe.build_probe(helpers.linear_model, spec, own_label_accuracy)
+  weights_type = client_work.weights_type_of(helpers.linear_model)
   assert accuracy.type_signature.parameter[0].member == weights_type
   assert accuracy.type_signature.result.placement is tff.CLIENTS
   tf.keras.utils.set_random_seed(6)
-  model = _model_fn()
+  model = helpers.linear_model()
   weights = tff.learning.models.ModelWeights(
       trainable=[v.numpy() for v in model.trainable_variables], non_trainable=[])
-  got = accuracy(weights, [_dataset(x, y, batch_size=3), _dataset(x[:4], y[:4])])
+  datasets = [helpers.client_dataset(x, y, batch_size=3), helpers.client_dataset(x[:4], y[:4])]
+  got = accuracy(weights, datasets)
   expected = np.mean(np.argmax(model(x).numpy(), -1) == y)
   assert got[0] == pytest.approx(expected)
   assert got[1] == pytest.approx(np.mean(np.argmax(model(x[:4]).numpy(), -1) == y[:4]))
   # The in-process probe (the tf and tflite runtimes) gives the same values.
-  in_process = probe.build_probe(_model_fn, _dataset(x, y).element_spec, own_label_accuracy,
+  in_process = probe.build_probe(helpers.linear_model, spec, own_label_accuracy,
                                  in_process=True)
-  assert in_process(weights, [_dataset(x, y, batch_size=3), _dataset(x[:4], y[:4])]) == [
+  assert in_process(weights, datasets) == [
       pytest.approx(got[0]), pytest.approx(got[1])]

@@ -5,12 +5,12 @@ the received model's accuracy on the clients' own labels; stage 2's update is on
 the forward-corrected loss with the matrix the NumPy estimator gives on the received
 model's probabilities (counts or anchors, with or without prior compensation).
 """
-import collections
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+import helpers
 from tff_noisy.methods import fedefc as fedefc_params
 from tff_noisy.federated import process as process_lib
 from tff_noisy.methods.fedefc import algorithm as fedefc_lib
@@ -23,26 +23,10 @@ _CLASSES = 3
 _LR = 0.5
 
 
-def _model_fn():
-  return tf.keras.Sequential([tf.keras.layers.Input((4,)),
-                              tf.keras.layers.Dense(_CLASSES, name='logits')])
-
-
-def _client(seed, n):
-  rng = np.random.default_rng(seed)
-  x = rng.normal(size=(n, 4)).astype(np.float32)
-  y = rng.integers(0, _CLASSES, n)
-  return x, y
-
-
-def _dataset(x, y):
-  return tf.data.Dataset.from_tensor_slices(collections.OrderedDict(
-      x=x, y=y.astype(np.int64), index=np.arange(len(y), dtype=np.int64))).batch(len(y))
-
-
 def _build(objective):
-  x, y = _client(0, 4)
-  return process_lib.build_process(_model_fn, _dataset(x, y).element_spec,
+  x, y = helpers.random_client(0, 4)
+  return process_lib.build_process(helpers.linear_model,
+                                   helpers.client_dataset(x, y).element_spec,
                                    tff.learning.optimizers.build_sgdm(_LR),
                                    objective=objective)
 
@@ -63,7 +47,7 @@ def _start(process, model, corrected):
 
 def _expected_update(model, x, y, loss_fn):
   """Received minus trained weights after one full-batch SGD step on ``loss_fn``."""
-  local = _model_fn()
+  local = helpers.linear_model()
   local.set_weights(model.get_weights())
   with tf.GradientTape() as tape:
     loss = tf.reduce_mean(loss_fn(local(x)))
@@ -96,12 +80,12 @@ def test_type_signature(fedefc):
 @pytest.mark.slow
 def test_stage_one_is_fedavg_and_reports_the_received_accuracy(fedefc):
   tf.keras.utils.set_random_seed(0)
-  model = _model_fn()
-  (xa, ya), (xb, yb) = _client(1, 9), _client(2, 6)
-  out = fedefc.next(_start(fedefc, model, 0), [_dataset(xa, ya), _dataset(xb, yb)], [(), ()])
+  model = helpers.linear_model()
+  (xa, ya), (xb, yb) = helpers.random_client(1, 9), helpers.random_client(2, 6)
+  datasets = [helpers.client_dataset(xa, ya), helpers.client_dataset(xb, yb)]
+  out = fedefc.next(_start(fedefc, model, 0), datasets, [(), ()])
   plain = _build(None)
-  reference = plain.next(_start(plain, model, None), [_dataset(xa, ya), _dataset(xb, yb)],
-                         [(), ()])
+  reference = plain.next(_start(plain, model, None), datasets, [(), ()])
   for got, want in zip(fedefc.get_model_weights(out.state).trainable,
                        plain.get_model_weights(reference.state).trainable):
     np.testing.assert_array_equal(got, want)
@@ -120,10 +104,10 @@ def test_stage_two_trains_on_the_clients_own_corrected_loss(estimator, prior_com
                                          anchor_percentile=80.0, prior_comp=prior_comp)
   process = _build(objective)
   tf.keras.utils.set_random_seed(1)
-  model = _model_fn()
-  x, y = _client(3, 40)
+  model = helpers.linear_model()
+  x, y = helpers.random_client(3, 40)
   y[y == 2] = 1  # No sample labelled 2: its threshold is infinite, its column clipped.
-  out = process.next(_start(process, model, 1), [_dataset(x, y)], [()])
+  out = process.next(_start(process, model, 1), [helpers.client_dataset(x, y)], [()])
   probs = tf.nn.softmax(model(x)).numpy()
   if estimator == 'anchor':
     q = transition.anchor_transition_matrix(probs, 80.0)
@@ -148,7 +132,7 @@ def test_the_monitor_is_server_only_state_the_server_steps_update():
   """FedEFC's prestopping counters live in the state's controller slot, the phase in the
   broadcast hparams; ``after_round`` updates both, and fires at the prestopping point."""
   process = process_lib.build_process(
-      _model_fn, _dataset(*_client(0, 4)).element_spec,
+      helpers.linear_model, helpers.client_dataset(*helpers.random_client(0, 4)).element_spec,
       tff.learning.optimizers.build_sgdm(_LR), objective=ForwardCorrectionObjective(_CLASSES),
       controller=fedefc_lib.FedEFC.controller)
   method = fedefc_lib.FedEFC(process, fedefc_params.FedEFCParams(

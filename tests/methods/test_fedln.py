@@ -1,10 +1,10 @@
 """FedLN wiring: the scoring computation, NA-FedAvg weights and NNC labels in a run."""
-import collections
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+import helpers
 from tff_noisy import config as config_lib
 from tff_noisy.embeddings import encoders
 from tff_noisy.methods import fedln as fedln_params
@@ -20,33 +20,27 @@ from tff_noisy.tff_runtime import import_tff
 tff = import_tff()
 
 
-def _model_fn():
-  return tf.keras.Sequential([tf.keras.layers.Input((4,)), tf.keras.layers.Dense(3)])
-
-
 def _dataset(seed, n):
-  rng = np.random.default_rng(seed)
-  features = collections.OrderedDict(
-      x=rng.normal(size=(n, 4)).astype(np.float32), y=rng.integers(0, 3, n),
-      index=np.arange(n), aggregation_weight=np.ones(n, np.float32))
-  return tf.data.Dataset.from_tensor_slices(features).batch(8)
+  x, y = helpers.random_client(seed, n)
+  return helpers.client_dataset(x, y, batch_size=8,
+                                aggregation_weight=np.ones(n, np.float32))
 
 
 @pytest.mark.slow
 def test_scoring_returns_global_and_trained_local_logits():
   data = [_dataset(1, 20), _dataset(2, 12)]
   setup = base.Setup(
-      model_fn=_model_fn, element_spec=data[0].element_spec,
+      model_fn=helpers.linear_model, element_spec=data[0].element_spec,
       client_optimizer=tff.learning.optimizers.build_sgdm(0.3),
       server_optimizer=tff.learning.optimizers.build_sgdm(1.0),
       aggregator=tff.aggregators.MeanFactory(), local_epochs=2, weight_decay=0.0, seed=0,
       rounds=1, num_classes=3)
   objective = ClientObjective()
-  scoring = probe.build_probe(_model_fn, data[0].element_spec,
+  scoring = probe.build_probe(helpers.linear_model, data[0].element_spec,
                               fedln._before_and_after_training(setup, objective))  # pylint: disable=protected-access
   process = setup.build_process(objective)
   tf.keras.utils.set_random_seed(0)
-  model = _model_fn()
+  model = helpers.linear_model()
   weights = tff.learning.models.ModelWeights(
       trainable=[v.numpy() for v in model.trainable_variables], non_trainable=[])
   logits = scoring(weights, data)
@@ -59,7 +53,7 @@ def test_scoring_returns_global_and_trained_local_logits():
   trained.assign_weights_to(model)
   np.testing.assert_allclose(logits[0][1], model(x).numpy(), rtol=1e-4, atol=1e-4)
   # In this process (the tf runtime's probes), the same logits.
-  in_process = probe.build_probe(_model_fn, data[0].element_spec,
+  in_process = probe.build_probe(helpers.linear_model, data[0].element_spec,
                                  fedln._before_and_after_training(setup, objective),  # pylint: disable=protected-access
                                  in_process=True)
   for (g, local), (g_here, local_here) in zip(logits, in_process(weights, data)):

@@ -6,13 +6,13 @@ logits do not move; a noisy client's label logits take the η step of the closed
 gradient, then merge with the trained model's probabilities, its update is scaled by ζ,
 and the next round starts from the logits it returned.
 """
-import collections
 
 import numpy as np
 import pytest
 import scipy.special
 import tensorflow as tf
 
+import helpers
 from tff_noisy.federated import process as process_lib
 from tff_noisy.methods.maskedoptim.objective import MaskedOptimObjective
 from tff_noisy.ops import label_distribution as ld
@@ -25,28 +25,17 @@ _LR = 0.5
 _ARGS = dict(alpha=0.5, beta=0.1, tau=0.8, label_lr=100.0, zeta=0.8)
 
 
-def _model_fn():
-  return tf.keras.Sequential([tf.keras.layers.Input((4,)),
-                              tf.keras.layers.Dense(_CLASSES, name='logits')])
-
-
 def _client(seed, n):
-  rng = np.random.default_rng(seed)
-  x = rng.normal(size=(n, 4)).astype(np.float32)
-  y = rng.integers(0, _CLASSES, n)
+  x, y = helpers.random_client(seed, n, classes=_CLASSES)
   y[:2] = 0  # Class 2 may be absent; 0 never is.
   return x, y
-
-
-def _dataset(x, y):
-  return tf.data.Dataset.from_tensor_slices(collections.OrderedDict(
-      x=x, y=y.astype(np.int64), index=np.arange(len(y), dtype=np.int64))).batch(len(y))
 
 
 @pytest.fixture(scope='module')
 def paper():
   x, y = _client(0, 4)
-  return process_lib.build_process(_model_fn, _dataset(x, y).element_spec,
+  return process_lib.build_process(helpers.linear_model,
+                                   helpers.client_dataset(x, y).element_spec,
                                    tff.learning.optimizers.build_sgdm(_LR),
                                    objective=MaskedOptimObjective(_CLASSES, **_ARGS))
 
@@ -59,7 +48,7 @@ def _start(process, model):
 
 def _sgd_step(model, x, loss_fn):
   """The weights after one full-batch SGD step on mean(loss_fn(logits))."""
-  local = _model_fn()
+  local = helpers.linear_model()
   local.set_weights(model.get_weights())
   with tf.GradientTape() as tape:
     loss = tf.reduce_mean(loss_fn(local(x)))
@@ -83,10 +72,10 @@ def test_type_signature(paper):
 
 def test_clean_client_trains_on_the_logit_adjusted_loss_and_keeps_its_labels(paper):
   tf.keras.utils.set_random_seed(0)
-  model = _model_fn()
+  model = helpers.linear_model()
   x, y = _client(1, 12)
   state = paper.objective.initial_state(y)
-  out = paper.next(_start(paper, model), [_dataset(x, y)], [state])
+  out = paper.next(_start(paper, model), [helpers.client_dataset(x, y)], [state])
   prior = ld.class_prior(y, _CLASSES)
   expected = _sgd_step(model, x, lambda z: ld_tf.logit_adjusted_cross_entropy(
       y, z, tf.math.log(tf.constant(prior, tf.float32))))
@@ -99,12 +88,12 @@ def test_clean_client_trains_on_the_logit_adjusted_loss_and_keeps_its_labels(pap
 
 def test_noisy_client_corrects_its_labels_and_they_persist(paper):
   tf.keras.utils.set_random_seed(1)
-  model = _model_fn()
+  model = helpers.linear_model()
   x, y = _client(2, 10)
   state = paper.objective.initial_state(y)
   state['noisy'] = np.int32(1)
   received = model.get_weights()
-  out = paper.next(_start(paper, model), [_dataset(x, y)], [state])
+  out = paper.next(_start(paper, model), [helpers.client_dataset(x, y)], [state])
   # Network: one step on the label-distribution loss, then the pre-merge with ζ.
   rows = state['label_logits']
   trained = _sgd_step(model, x, lambda z: ld_tf.label_distribution_loss(
@@ -124,7 +113,7 @@ def test_noisy_client_corrects_its_labels_and_they_persist(paper):
   assert not np.allclose(first['label_logits'], rows)  # They moved.
   assert out.metrics['client_work']['train']['objective']['noisy_client'] == 1.0
   # Round 2 from the returned logits: its step starts there, not at K·onehot.
-  out2 = paper.next(out.state, [_dataset(x, y)], [first])
+  out2 = paper.next(out.state, [helpers.client_dataset(x, y)], [first])
   global_weights = list(paper.get_model_weights(out.state).trainable)
   stepped2 = ld.update_label_logits(first['label_logits'], ld.label_logits_gradient(
       _logits(global_weights, x), first['label_logits'], y, alpha=0.5, tau=0.8),
@@ -140,14 +129,15 @@ def test_noisy_client_corrects_its_labels_and_they_persist(paper):
 def test_code_variant_without_mask():
   x, y = _client(3, 9)
   objective = MaskedOptimObjective(_CLASSES, **_ARGS, mask=False, variant='code')
-  process = process_lib.build_process(_model_fn, _dataset(x, y).element_spec,
+  process = process_lib.build_process(helpers.linear_model,
+                                      helpers.client_dataset(x, y).element_spec,
                                       tff.learning.optimizers.build_sgdm(_LR),
                                       objective=objective)
   tf.keras.utils.set_random_seed(2)
-  model = _model_fn()
+  model = helpers.linear_model()
   state = objective.initial_state(y)
   state['noisy'] = np.int32(1)
-  out = process.next(_start(process, model), [_dataset(x, y)], [state])
+  out = process.next(_start(process, model), [helpers.client_dataset(x, y)], [state])
   kwargs = dict(alpha=0.5, beta=0.1, mask=False, variant='code')
   trained = _sgd_step(model, x, lambda z: ld_tf.label_distribution_loss(
       y, z, tf.constant(state['label_logits']), **kwargs))

@@ -1,5 +1,5 @@
 """FedEFC and forward correction through the driver on digits: the switch, its diagnostics,
-stage 1 against FedAvg, and kill + resume across the switch.
+stage 1 against FedAvg, and restarts across the switch.
 
 t_mon = 1 and gamma = 2 make the prestopping rule fire after a few rounds of this tiny
 config (round 6 for seed 5; the tests read it from the records rather than assume it).
@@ -10,14 +10,14 @@ import os
 import numpy as np
 import pytest
 
+import helpers
 from tff_noisy import config as config_lib
-from tff_noisy.simulation import checkpoint
 from tff_noisy.simulation import driver
 
 _PARAMS = {'t_mon': 1, 'gamma': 2}
 
 
-def _config(rounds, method='fedefc', params=None, checkpoint_every=2):
+def _config(rounds, method='fedefc', params=None):
   return config_lib.from_dict({
       'seed': 5, 'data': {'dataset': 'digits'},
       'partition': {'name': 'iid', 'num_clients': 5},
@@ -25,7 +25,7 @@ def _config(rounds, method='fedefc', params=None, checkpoint_every=2):
       'model': {'name': 'mlp'},
       'method': {'name': method, 'params': _PARAMS if params is None else params},
       'fl': {'rounds': rounds, 'clients_per_round': 2, 'batch_size': 32, 'client_lr': 0.1,
-             'checkpoint_every': checkpoint_every},
+             'checkpoint_every': 2},
   })
 
 
@@ -89,32 +89,15 @@ def test_stage_one_is_fedavg_and_both_corrections_share_the_switch(tmp_path, tmp
 
 
 @pytest.mark.slow
-def test_kill_and_resume_across_the_switch_equals_the_uninterrupted_run(tmp_path, tmp_cache,
-                                                                        monkeypatch):
-  reference = driver.run_experiment(_config(9, checkpoint_every=1), str(tmp_path / 'ref'))
-  switch = _switch_round(reference)
+def test_restarts_across_the_switch_equal_the_uninterrupted_run(tmp_path, tmp_cache):
+  reference = helpers.run_with_restarts(_config(9), str(tmp_path / 'ref'))
+  switch = _switch_round(reference.results())
   assert switch is not None and switch + 2 <= 9
   before = switch - 1  # Mid-count: the counter has started but not fired.
-  assert reference.rounds[before - 1]['prestop']['count'] >= 1
-  real_save = checkpoint.save
-
-  def crash_after(kill_round):
-    def save(directory, round_num, *args, **kwargs):
-      real_save(directory, round_num, *args, **kwargs)
-      if round_num == kill_round:
-        raise KeyboardInterrupt('simulated kill')
-    return save
-
-  out = str(tmp_path / 'crashed')
-  monkeypatch.setattr(checkpoint, 'save', crash_after(before))
-  with pytest.raises(KeyboardInterrupt):
-    driver.run_experiment(_config(9, checkpoint_every=1), out)
-  monkeypatch.setattr(checkpoint, 'save', crash_after(switch + 1))  # After the first
-  with pytest.raises(KeyboardInterrupt):  # corrected round.
-    driver.run_experiment(_config(9, checkpoint_every=1), out, resume=True)
-  monkeypatch.setattr(checkpoint, 'save', real_save)
-  resumed = driver.run_experiment(_config(9, checkpoint_every=1), out, resume=True)
-  assert [_keys(r) for r in resumed.rounds] == [_keys(r) for r in reference.rounds]
-  np.testing.assert_array_equal(
-      np.load(os.path.join(out, 'final_weights.npz'))['arr_0'],
-      np.load(os.path.join(tmp_path, 'ref', 'final_weights.npz'))['arr_0'])
+  assert reference.history[before - 1]['prestop']['count'] >= 1
+  resumed = helpers.run_with_restarts(_config(9), str(tmp_path / 'restarted'),
+                                      restart_after=[before, switch + 1])  # And after the
+  # first corrected round.
+  assert [_keys(r) for r in resumed.history] == [_keys(r) for r in reference.history]
+  for ours, theirs in zip(resumed.final_weights(), reference.final_weights()):
+    np.testing.assert_array_equal(ours, theirs)

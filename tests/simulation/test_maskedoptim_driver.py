@@ -1,6 +1,6 @@
 """MaskedOptim through the driver on digits: detection on every client after warm-up,
 the flags and label logits kept in the store and the checkpoint, the per-round reports
-against the simulation truth, and kill + resume across the detection round.
+against the simulation truth, and a restart across the detection round.
 
 Six clients with symmetric noise rates 0, 0.16, ..., 0.8, three per round, warm-up 2
 rounds: detection runs before round 3 (the tests read the flags from the records).
@@ -10,10 +10,8 @@ import os
 import numpy as np
 import pytest
 
+import helpers
 from tff_noisy import config as config_lib
-from tff_noisy.simulation import checkpoint
-from tff_noisy.simulation import client_state
-from tff_noisy.simulation import driver
 
 _WARMUP = 2
 _K = 10.0
@@ -32,20 +30,6 @@ def _config(rounds, **params):
   })
 
 
-@pytest.fixture
-def stores(monkeypatch):
-  """Every ClientStateStore the driver makes or loads, newest last."""
-  made = []
-  real_init = client_state.ClientStateStore.__init__
-
-  def recording_init(self):
-    real_init(self)
-    made.append(self)
-
-  monkeypatch.setattr(client_state.ClientStateStore, '__init__', recording_init)
-  return made
-
-
 def _tables(store, ids):
   return {cid: (int(store.get(cid, 'objective.noisy')),
                 np.asarray(store.get(cid, 'objective.label_logits'))) for cid in ids}
@@ -58,12 +42,12 @@ def _is_initial(logits):
 
 
 @pytest.mark.slow
-def test_detection_flags_noisy_clients_whose_labels_move_and_persist(tmp_path, tmp_cache,
-                                                                     stores):
-  out = str(tmp_path / 'run')
-  results = driver.run_experiment(_config(4), out)
+def test_detection_flags_noisy_clients_whose_labels_move_and_persist(tmp_path, tmp_cache):
+  simulation = helpers.run_with_restarts(_config(4), str(tmp_path))
+  simulation.save_checkpoint(str(tmp_path))
+  results = simulation.results()
   rounds = {r['round']: r for r in results.rounds}
-  ids = list(results.client_noise_rates)
+  ids = simulation.client_ids
   rates = results.client_noise_rates
   for t in range(1, _WARMUP + 1):
     assert 'detection' not in rounds[t] and 'noisy_clients' not in rounds[t]
@@ -88,7 +72,7 @@ def test_detection_flags_noisy_clients_whose_labels_move_and_persist(tmp_path, t
     assert rounds[t]['objective']['noisy_client'] == pytest.approx(share)
   # Store: the flags; the logits of the noisy clients that trained after detection moved
   # (K (P + y^d) / 2 sums to K per row); everyone else's are still K·onehot.
-  tables = _tables(stores[-1], ids)
+  tables = _tables(simulation.store, ids)
   trained_noisy = {c for t in (_WARMUP + 1, 4) for c in rounds[t]['clients'] if c in flagged}
   assert trained_noisy
   for cid, (noisy, logits) in tables.items():
@@ -99,7 +83,7 @@ def test_detection_flags_noisy_clients_whose_labels_move_and_persist(tmp_path, t
     else:
       assert _is_initial(logits)
   # The last checkpoint holds exactly these flags and logits.
-  with np.load(os.path.join(out, 'checkpoints', 'round_00004', 'client_state.npz')) as saved:
+  with np.load(os.path.join(tmp_path, 'round_00004', 'client_state.npz')) as saved:
     for cid, (noisy, logits) in tables.items():
       assert int(saved[f'{cid}/objective.noisy']) == noisy
       np.testing.assert_array_equal(saved[f'{cid}/objective.label_logits'], logits)
@@ -112,29 +96,15 @@ def _keys(record):
 
 
 @pytest.mark.slow
-def test_kill_and_resume_across_detection_equals_the_uninterrupted_run(
-    tmp_path, tmp_cache, stores, monkeypatch):
-  reference = driver.run_experiment(_config(6), str(tmp_path / 'ref'))
-  ids = list(reference.client_noise_rates)
-  reference_tables = _tables(stores[-1], ids)
-  real_save = checkpoint.save
-  crash_after = {2, 4}  # Before detection (round 3), then after it.
-
-  def crashing_save(directory, round_num, *args, **kwargs):
-    real_save(directory, round_num, *args, **kwargs)
-    if round_num in crash_after:
-      crash_after.discard(round_num)
-      raise KeyboardInterrupt('simulated kill')
-
-  monkeypatch.setattr(checkpoint, 'save', crashing_save)
-  out = str(tmp_path / 'crashed')
-  with pytest.raises(KeyboardInterrupt):
-    driver.run_experiment(_config(6), out)
-  with pytest.raises(KeyboardInterrupt):
-    driver.run_experiment(_config(6), out, resume=True)
-  resumed = driver.run_experiment(_config(6), out, resume=True)
-  assert [_keys(r) for r in resumed.rounds] == [_keys(r) for r in reference.rounds]
-  assert any('detection' in r for r in resumed.rounds)
-  for cid, (noisy, logits) in _tables(stores[-1], ids).items():
+def test_restarts_before_and_after_detection_equal_the_uninterrupted_run(tmp_path, tmp_cache):
+  reference = helpers.run_with_restarts(_config(6), str(tmp_path / 'ref'))
+  ids = reference.client_ids
+  # Restarts before detection (round 3), then after it.
+  resumed = helpers.run_with_restarts(_config(6), str(tmp_path / 'restarted'),
+                                      restart_after=[2, 4])
+  assert [_keys(r) for r in resumed.history] == [_keys(r) for r in reference.history]
+  assert any('detection' in r for r in resumed.history)
+  reference_tables = _tables(reference.store, ids)
+  for cid, (noisy, logits) in _tables(resumed.store, ids).items():
     assert noisy == reference_tables[cid][0]
     np.testing.assert_array_equal(logits, reference_tables[cid][1])

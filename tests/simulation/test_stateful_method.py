@@ -11,15 +11,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import helpers
 from tff_noisy import config as config_lib
 from tff_noisy import methods
 from tff_noisy.methods import base
 from tff_noisy.params import Params
 from tff_noisy.federated.objectives.base import ClientObjective
 from tff_noisy.ops import losses
-from tff_noisy.simulation import checkpoint
 from tff_noisy.simulation import client_state
-from tff_noisy.simulation import driver
 
 
 class _PhasedCounting(ClientObjective):
@@ -54,15 +53,6 @@ class _ToyMethod(base.Method):
 def toy(monkeypatch):
   monkeypatch.setitem(methods.METHODS, 'toy', methods.MethodSpec(
       Params, _ToyMethod, 'a toy stateful method'))
-  stores = []  # Every store the driver makes or loads, newest last.
-  real_init = client_state.ClientStateStore.__init__
-
-  def recording_init(self):
-    real_init(self)
-    stores.append(self)
-
-  monkeypatch.setattr(client_state.ClientStateStore, '__init__', recording_init)
-  return stores
 
 
 def _config(rounds):
@@ -82,35 +72,25 @@ def _counters(store, client_ids):
 
 @pytest.mark.slow
 def test_only_sampled_clients_state_changes_and_phase_switches(tmp_path, tmp_cache, toy):
-  results = driver.run_experiment(_config(4), str(tmp_path / 'run'))
-  sampled = collections.Counter(cid for r in results.rounds for cid in r['clients'])
-  ids = list(results.client_noise_rates)
-  assert _counters(toy[-1], ids) == {cid: sampled.get(cid, -1) for cid in ids}
+  simulation = helpers.run_with_restarts(_config(4), str(tmp_path))
+  sampled = collections.Counter(cid for r in simulation.history for cid in r['clients'])
+  ids = simulation.client_ids
+  assert _counters(simulation.store, ids) == {cid: sampled.get(cid, -1) for cid in ids}
   assert len(sampled) < len(ids) or max(sampled.values()) > 1  # Not every client alike.
-  switched = [r['round'] for r in results.rounds if 'phase_switched' in r]
+  switched = [r['round'] for r in simulation.history if 'phase_switched' in r]
   assert len(switched) == 1 and switched[0] < 4
 
 
 @pytest.mark.slow
-def test_kill_and_resume_equals_the_uninterrupted_run(tmp_path, tmp_cache, toy, monkeypatch):
-  reference = driver.run_experiment(_config(6), str(tmp_path / 'ref'))
-  reference_counters = _counters(toy[-1], list(reference.client_noise_rates))
-  real_save = checkpoint.save
-
-  def crash_after_round_4(directory, round_num, *args, **kwargs):
-    real_save(directory, round_num, *args, **kwargs)
-    if round_num == 4:
-      raise KeyboardInterrupt('simulated kill')
-
-  monkeypatch.setattr(checkpoint, 'save', crash_after_round_4)
-  with pytest.raises(KeyboardInterrupt):
-    driver.run_experiment(_config(6), str(tmp_path / 'crashed'))
-  monkeypatch.setattr(checkpoint, 'save', real_save)
-  resumed = driver.run_experiment(_config(6), str(tmp_path / 'crashed'), resume=True)
+def test_a_restart_equals_the_uninterrupted_run(tmp_path, tmp_cache, toy):
+  reference = helpers.run_with_restarts(_config(6), str(tmp_path / 'ref'))
+  resumed = helpers.run_with_restarts(_config(6), str(tmp_path / 'restarted'),
+                                      restart_after=[4])
   keys = ('clients', 'train_loss', 'test_accuracy', 'phase_switched')
-  assert [{k: r.get(k) for k in keys} for r in resumed.rounds] == [
-      {k: r.get(k) for k in keys} for r in reference.rounds]
-  assert _counters(toy[-1], list(resumed.client_noise_rates)) == reference_counters
+  assert [{k: r.get(k) for k in keys} for r in resumed.history] == [
+      {k: r.get(k) for k in keys} for r in reference.history]
+  assert (_counters(resumed.store, resumed.client_ids)
+          == _counters(reference.store, reference.client_ids))
 
 
 def test_state_of_the_wrong_shape_is_a_clear_error():

@@ -1,0 +1,53 @@
+"""What many tests share: a toy linear model and random clients for the process and method
+tests, and a run stepped through ``driver.Simulation`` with restarts (crash and resume
+without faking a crash). Tests import it as ``helpers`` (``tests/`` is on the path through
+its conftest)."""
+import collections
+from typing import Collection
+
+import numpy as np
+import tensorflow as tf
+
+from tff_noisy.simulation import driver
+
+
+def linear_model(features: int = 4, classes: int = 3) -> tf.keras.Model:
+  """One dense layer named ``logits`` on ``features`` inputs."""
+  return tf.keras.Sequential([tf.keras.layers.Input((features,)),
+                              tf.keras.layers.Dense(classes, name='logits')])
+
+
+def random_client(seed: int, n: int, features: int = 4, classes: int = 3) -> tuple:
+  """``n`` standard-normal float32 inputs and uniform labels in ``[0, classes)``."""
+  rng = np.random.default_rng(seed)
+  return rng.normal(size=(n, features)).astype(np.float32), rng.integers(0, classes, n)
+
+
+def client_dataset(x: np.ndarray, y: np.ndarray, batch_size: int = 0,
+                   **features) -> tf.data.Dataset:
+  """A client dataset as the simulation builds one (``x``, int64 ``y`` and ``index``,
+  plus ``features``), in batches of ``batch_size`` (0: one batch)."""
+  elements = collections.OrderedDict(x=x, y=y.astype(np.int64),
+                                     index=np.arange(len(y), dtype=np.int64), **features)
+  return tf.data.Dataset.from_tensor_slices(elements).batch(batch_size or len(y))
+
+
+def run_with_restarts(config, checkpoint_dir: str,
+                      restart_after: Collection[int] = ()) -> driver.Simulation:
+  """Runs ``config`` to its last round; after each round in ``restart_after`` saves a
+  checkpoint in ``checkpoint_dir`` and goes on in a new ``Simulation`` resumed from it.
+
+  Returns the last ``Simulation``: its ``history``, ``store`` and ``final_weights()`` are
+  the run's.
+  """
+  simulation = driver.Simulation(config)
+  simulation.prepare()
+  while not simulation.done:
+    round_num = simulation.run_round()['round']
+    if round_num in restart_after:
+      simulation.save_checkpoint(checkpoint_dir)
+      simulation = driver.Simulation(config)
+      assert simulation.resume_from(checkpoint_dir)
+      assert simulation.next_round == round_num + 1
+      simulation.prepare()
+  return simulation
