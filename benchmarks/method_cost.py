@@ -56,9 +56,7 @@ class _Variant:
   def __init__(self, name, config, data):
     self.name = name
     self.method = assembly.build_method(config, data, validation.validate_experiment(config))
-    process = self.method.process
-    model = self.method.setup.model_fn()
-    self.state = process.set_model_weights(process.initialize(), driver._keras_weights(model))  # pylint: disable=protected-access
+    self.state = assembly.initial_state(self.method.process, self.method.setup.model_fn())
     self.store = ClientStateStore()
     self.round_seconds = []
     with tempfile.TemporaryDirectory() as cache:

@@ -110,8 +110,7 @@ def measure_one(num_clients: int, rounds: int, examples: int, batch_size: int,
   method = assembly.build_method(config, data)
   process = method.process
   tf.keras.utils.set_random_seed(0)  # The same initial model on every runtime.
-  state = process.set_model_weights(process.initialize(),
-                                    driver._keras_weights(method.setup.model_fn()))  # pylint: disable=protected-access
+  state = assembly.initial_state(process, method.setup.model_fn())
   store = ClientStateStore()
   rss_before_rounds = peak_rss_bytes()
   # TFF started its worker for process.initialize.

@@ -8,6 +8,7 @@ import tensorflow as tf
 from tff_noisy.federated import client_work
 from tff_noisy.federated import process as process_lib
 from tff_noisy.federated.objectives.base import ClientObjective
+from tff_noisy.simulation import assembly
 from tff_noisy.tff_runtime import import_tff
 
 tff = import_tff()
@@ -55,10 +56,7 @@ def weighted_process():
 
 
 def _state_with(process, model):
-  weights = tff.learning.models.ModelWeights(
-      trainable=[v.numpy() for v in model.trainable_variables],
-      non_trainable=[v.numpy() for v in model.non_trainable_variables])
-  return process.set_model_weights(process.initialize(), weights)
+  return assembly.initial_state(process, model)
 
 
 def _keras_client_result(model, x, y, lr):

@@ -16,6 +16,7 @@ from tff_noisy.federated import probe
 from tff_noisy.federated import process as process_lib
 from tff_noisy.federated.objectives.base import ClientObjective
 from tff_noisy.ops import losses
+from tff_noisy.simulation import assembly
 from tff_noisy.tff_runtime import import_tff
 
 tff = import_tff()
@@ -58,9 +59,7 @@ class OffsetObjective(ClientObjective):
 
 
 def _initial_state(process, model):
-  weights = tff.learning.models.ModelWeights(
-      trainable=[v.numpy() for v in model.trainable_variables], non_trainable=[])
-  return process.set_model_weights(process.initialize(), weights)
+  return assembly.initial_state(process, model)
 
 
 def _process(objective):

@@ -16,6 +16,7 @@ from tff_noisy.federated import process as process_lib
 from tff_noisy.methods.fedefc import algorithm as fedefc_lib
 from tff_noisy.methods.fedefc.objective import ForwardCorrectionObjective
 from tff_noisy.ops import transition
+from tff_noisy.simulation import assembly
 from tff_noisy.tff_runtime import import_tff
 
 tff = import_tff()
@@ -37,9 +38,7 @@ def fedefc():
 
 
 def _start(process, model, corrected):
-  weights = tff.learning.models.ModelWeights(
-      trainable=[v.numpy() for v in model.trainable_variables], non_trainable=[])
-  state = process.set_model_weights(process.initialize(), weights)
+  state = assembly.initial_state(process, model)
   if corrected is None:  # FedAvg's process: no hparams.
     return state
   return process.set_hparams(state, dict(process.get_hparams(state), corrected=corrected))

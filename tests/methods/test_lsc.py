@@ -66,9 +66,7 @@ def fedavg_process():
 
 
 def _initial_state(process, model):
-  weights = tff.learning.models.ModelWeights(
-      trainable=[v.numpy() for v in model.trainable_variables], non_trainable=[])
-  return process.set_model_weights(process.initialize(), weights)
+  return assembly.initial_state(process, model)
 
 
 def test_type_signature_takes_the_embeddings_and_returns_fedavgs_update(lsc_process,

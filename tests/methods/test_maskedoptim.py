@@ -17,6 +17,7 @@ from tff_noisy.federated import process as process_lib
 from tff_noisy.methods.maskedoptim.objective import MaskedOptimObjective
 from tff_noisy.ops import label_distribution as ld
 from tff_noisy.ops import label_distribution_tf as ld_tf
+from tff_noisy.simulation import assembly
 from tff_noisy.tff_runtime import import_tff
 
 tff = import_tff()
@@ -41,9 +42,7 @@ def paper():
 
 
 def _start(process, model):
-  weights = tff.learning.models.ModelWeights(
-      trainable=[v.numpy() for v in model.trainable_variables], non_trainable=[])
-  return process.set_model_weights(process.initialize(), weights)
+  return assembly.initial_state(process, model)
 
 
 def _sgd_step(model, x, loss_fn):

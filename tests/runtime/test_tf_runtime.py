@@ -62,8 +62,7 @@ def one_round(cache, runtime, method, aggregator='mean', stacks=(True,)):
   store = ClientStateStore()
   built.prepare(data, store)
   tf.keras.utils.set_random_seed(0)
-  state = process.set_model_weights(process.initialize(), tf.nest.map_structure(
-      lambda v: v.numpy(), client_work.model_weights_of(built.setup.model_fn())))
+  state = assembly.initial_state(process, built.setup.model_fn())
   hparams = dict(process.get_hparams(state), **METHODS[method][1])
   state = process.set_hparams(state, hparams)
   ids = data.client_ids[:3]

@@ -21,6 +21,7 @@ from tff_noisy.data import federated as federated_data
 from tff_noisy.errors import UserError
 from tff_noisy.federated import aggregators
 from tff_noisy.federated import client_data as client_data_lib
+from tff_noisy.federated import client_work
 from tff_noisy.methods import base as method_base
 from tff_noisy.simulation import results as results_lib
 from tff_noisy.tff_runtime import import_tff
@@ -47,6 +48,12 @@ def optimizers(config: ExperimentConfig) -> tuple:
   else:
     client = tff.learning.optimizers.build_sgdm(fl.client_lr, fl.momentum or None)
   return client, tff.learning.optimizers.build_sgdm(fl.server_lr)
+
+
+def initial_state(process, model: tf.keras.Model):
+  """The process's initial server state holding ``model``'s current weights."""
+  weights = tf.nest.map_structure(lambda v: v.numpy(), client_work.model_weights_of(model))
+  return process.set_model_weights(process.initialize(), weights)
 
 
 def element_spec(data, fields: dict, batch_size: int):

@@ -36,7 +36,6 @@ from tff_noisy.data import noise as noise_lib
 from tff_noisy.data import sources
 from tff_noisy.errors import warn
 from tff_noisy.federated import client_data as client_data_lib
-from tff_noisy.federated import client_work
 from tff_noisy.federated.client_work import AGGREGATION_WEIGHT_KEY
 from tff_noisy.ops import faults as faults_lib
 from tff_noisy.simulation import checkpoint
@@ -100,11 +99,6 @@ def evaluate(model: tf.keras.Model, x: np.ndarray, y: np.ndarray) -> dict:
   }
 
 
-def _keras_weights(model: tf.keras.Model):
-  """The model's current weights as ``ModelWeights`` of NumPy arrays."""
-  return tf.nest.map_structure(lambda v: v.numpy(), client_work.model_weights_of(model))
-
-
 def run_experiment(config: ExperimentConfig, out_dir: str, *, resume: bool = False,
                    progress: Optional[bool] = None,
                    workers: Optional[Sequence[str]] = None,
@@ -166,8 +160,7 @@ class Simulation:
                                                            bool(runtime.get('workers'))))
     tf.keras.utils.set_random_seed(config.seed)
     self.eval_model = self.method.setup.model_fn()
-    self.state = self.process.set_model_weights(self.process.initialize(),
-                                                _keras_weights(self.eval_model))
+    self.state = assembly.initial_state(self.process, self.eval_model)
     self.store = ClientStateStore()
     self.history = []  # One record per round, from round 1 (a resumed run's included).
     self.first_round = 1  # The first round this object runs.
