@@ -2,11 +2,13 @@
 
 ``build_model(name, input_shape, num_classes, **options)`` builds one;
 ``check_model_fits`` runs the same checks without building (config validation).
+The TensorFlow-free table ``tff_noisy.zoo.MODELS`` names the models, their options and
+the options' defaults; the modules here build them (each ``build`` takes exactly its
+model's options, keyword-only and without defaults).
 Every model's classification head is a layer named ``'logits'``;
 ``features_and_logits`` exposes its input (the penultimate features) as well.
 """
 
-import inspect
 import numbers
 import operator
 
@@ -23,6 +25,7 @@ from models import resnet20
 from models import resnet34
 from models import small_cnn
 from models import vgg9
+from tff_noisy import zoo
 
 _MODULES = {
     'mlp': mlp,
@@ -36,13 +39,13 @@ _MODULES = {
     'resnet34': resnet34,
     'audio': audio,
 }
-MODEL_NAMES = tuple(_MODULES)
+assert tuple(_MODULES) == tuple(zoo.MODELS), 'the zoo table and its builders differ'
+MODEL_NAMES = tuple(zoo.MODELS)
 LOGITS_LAYER = 'logits'  # Every model's classification head.
 
 
 def _options(name: str) -> list:
-  params = inspect.signature(_MODULES[name].build).parameters.values()
-  return [p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY]
+  return list(zoo.MODELS[name].options)
 
 
 def _as_shape(input_shape) -> tuple:
@@ -85,7 +88,8 @@ def build_model(name: str, input_shape: tuple, num_classes: int,
                 **options) -> tf.keras.Model:
   """Builds model ``name`` for inputs of ``input_shape`` (no batch axis)."""
   check_model_fits(name, input_shape, num_classes, **options)
-  return _MODULES[name].build(_as_shape(input_shape), num_classes, **options)
+  return _MODULES[name].build(_as_shape(input_shape), num_classes,
+                              **{**zoo.MODELS[name].options, **options})
 
 
 def _logits_layer(model: tf.keras.Model) -> tf.keras.layers.Layer:

@@ -20,8 +20,7 @@ def fits(input_shape: tuple) -> bool:
   return len(input_shape) == 3 and min(input_shape[:2]) >= 28
 
 
-def build(input_shape: tuple, num_classes: int, *,
-          norm: str = 'batch') -> tf.keras.Model:
+def build(input_shape: tuple, num_classes: int, *, norm: str) -> tf.keras.Model:
   """The Co-teaching CNN; ``norm='batch'`` as in the paper, or ``'group'``."""
   layers = tf.keras.layers
 

@@ -16,7 +16,7 @@ def check_width(width) -> None:
     raise ValueError(f'width must be a positive integer, got {width!r}')
 
 
-def build(input_shape: tuple, num_classes: int, *, width: int = 128) -> tf.keras.Model:
+def build(input_shape: tuple, num_classes: int, *, width: int) -> tf.keras.Model:
   """Flatten -> Dense(width, relu) -> Dense(num_classes) logits (checked by the registry)."""
   inputs = tf.keras.Input(shape=input_shape)
   x = tf.keras.layers.Flatten()(inputs)

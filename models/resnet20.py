@@ -38,8 +38,7 @@ def fits(input_shape: tuple) -> bool:
   return len(input_shape) == 3 and min(input_shape[:2]) >= 8
 
 
-def build(input_shape: tuple, num_classes: int, *,
-          norm: str = 'group') -> tf.keras.Model:
+def build(input_shape: tuple, num_classes: int, *, norm: str) -> tf.keras.Model:
   """ResNet-20 with GroupNorm (default: FedAvg-safe) or BatchNorm (paper)."""
   layers = tf.keras.layers
 

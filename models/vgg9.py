@@ -20,7 +20,7 @@ def fits(input_shape: tuple) -> bool:
   return len(input_shape) == 3 and min(input_shape[:2]) >= 8
 
 
-def build(input_shape: tuple, num_classes: int, *, norm: str = 'batch') -> tf.keras.Model:
+def build(input_shape: tuple, num_classes: int, *, norm: str) -> tf.keras.Model:
   """The VGG-style CNN; ``norm='batch'`` as FedDS's code, or ``'group'``."""
   layers = tf.keras.layers
   inputs = tf.keras.Input(shape=input_shape)

@@ -1,9 +1,10 @@
-"""The model zoo's names, options and one-line summaries, without TensorFlow.
+"""The model zoo's names, options with their defaults and one-line summaries, without
+TensorFlow.
 
 Config validation checks ``model.name`` and the options a config sets against this table
-before anything heavy is imported; ``models`` builds the models and checks that one fits
-the data. ``tests/models/test_zoo.py`` holds the two to the same names, options and
-defaults.
+before anything heavy is imported; ``models`` builds the models from it (filling the
+defaults here) and checks that one fits the data. ``tests/models/test_zoo.py`` holds the
+builders to taking exactly these options.
 """
 
 import dataclasses
