@@ -25,7 +25,7 @@ _REGISTRIES = {
     'models': zoo.MODELS,
     'datasets': sources.DATASETS,
     'noise': noise.NOISE_MODELS,
-    'partitions': partition.PARTITIONERS,
+    'partitions': partition.PARTITIONS,
     'faults': faults.BEHAVIOURS,
 }
 
@@ -131,13 +131,16 @@ def test_datasets_show_classes_input_and_real_label_columns():
   assert 'noise.real_labels: aggre_label, worse_label' in line
 
 
-def test_partitions_show_the_shared_fields():
+def test_partitions_show_the_fields_each_reads():
   text = catalog.render('partitions')
   assert 'Random equal split' in _block(text, 'iid')[0]
-  fields = {p.name: p.default for p in catalog.section('partitions').fields}
-  assert fields == {k: v for k, v in _defaults(config_lib.PartitionConfig).items()
-                    if k != 'name'}
-  assert '    alpha: 0.5            # dirichlet / fedcorr concentration.' in text.splitlines()
+  reads = {c.name: {p.name: p.default for p in c.params}
+           for c in catalog.section('partitions').choices}
+  defaults = _defaults(config_lib.PartitionConfig)
+  assert reads['iid'] == {'num_clients': defaults['num_clients']}
+  assert reads['shards'] == {k: defaults[k] for k in ('num_clients', 'shards_per_client')}
+  assert set().union(*reads.values()) == set(defaults) - {'name'}
+  assert 'alpha: 0.5       # dirichlet / fedcorr concentration.' in _block(text, 'dirichlet')
 
 
 def test_field_comments_read_the_source_and_continuation_lines():

@@ -3,7 +3,7 @@
 Built from the registries that config validation uses, so it imports no TensorFlow:
 ``methods.METHODS`` and their ``Params`` dataclasses, the aggregators, the model zoo's
 table (``zoo``), ``sources.DATASETS``, ``noise.NOISE_MODELS``,
-``partition.PARTITIONERS`` and the simulated faults' ``ops.faults.BEHAVIOURS``. A
+``partition.PARTITIONS`` and the simulated faults' ``ops.faults.BEHAVIOURS``. A
 parameter's description is the ``# comment`` beside its field in the source (with the
 comment-only lines right below it).
 """
@@ -46,7 +46,7 @@ class Choice:
 class Section:
   title: str  # The config field that names a choice, and where its parameters go.
   choices: tuple
-  fields: tuple = ()  # Params that every choice reads (partition.*).
+  fields: tuple = ()  # Params that every choice reads (faults.*).
 
 
 def field_comments(cls) -> dict:
@@ -146,10 +146,9 @@ def _noise() -> Section:
 
 
 def _partitions() -> Section:
-  choices = tuple(Choice(name, inspect.getdoc(split).splitlines()[0])
-                  for name, split in partition.PARTITIONERS.items())
-  fields = tuple(p for p in _params(config_lib.PartitionConfig) if p.name != 'name')
-  return Section('partition.name; fields under partition', choices, fields)
+  return Section('partition.name; fields under partition', tuple(
+      Choice(name, split.summary, _params(config_lib.PartitionConfig, split.fields))
+      for name, split in partition.PARTITIONS.items()))
 
 
 # faults.behaviour -> the faults fields it reads besides dropout and byzantine.

@@ -37,7 +37,7 @@ class DataConfig:
 @dataclasses.dataclass
 class PartitionConfig:
   name: str = 'iid'  # iid | iid_sigma | dirichlet | shards | fedcorr
-  num_clients: int = 10
+  num_clients: int = 10  # M: how many clients share the training set.
   sigma: float = 0.25  # iid_sigma: relative std of client sizes.
   alpha: float = 0.5  # dirichlet / fedcorr concentration.
   min_size: int = 10  # dirichlet / fedcorr: resample until every client has this many.

@@ -138,32 +138,37 @@ def test_cache_dir_precedence(tmp_path, monkeypatch):
     ({'data': {'train_subset': 0}}, r'data\.train_subset: must be >= 1'),
     ({'partition': {'name': 'random'}}, r'partition\.name: must be one of iid, iid_sigma'),
     ({'partition': {'num_clients': 0}}, r'partition\.num_clients: must be >= 1'),
-    ({'partition': {'alpha': 0.0}}, r'partition\.alpha: must be > 0'),
-    ({'partition': {'sigma': -0.1}}, r'partition\.sigma: must be >= 0'),
-    ({'partition': {'class_prob': 0.0}}, r'partition\.class_prob'),
-    ({'partition': {'min_size': 0}}, r'partition\.min_size'),
-    ({'partition': {'shards_per_client': 0}}, r'partition\.shards_per_client'),
+    ({'partition': {'name': 'dirichlet', 'alpha': 0.0}}, r'partition\.alpha: must be > 0'),
+    ({'partition': {'name': 'iid_sigma', 'sigma': -0.1}}, r'partition\.sigma: must be >= 0'),
+    ({'partition': {'name': 'fedcorr', 'class_prob': 0.0}}, r'partition\.class_prob'),
+    ({'partition': {'name': 'dirichlet', 'min_size': 0}}, r'partition\.min_size'),
+    ({'partition': {'name': 'shards', 'shards_per_client': 0}}, r'partition\.shards_per_client'),
     ({'noise': {'name': 'gaussian'}}, r'noise\.name: must be one of none, symmetric'),
-    ({'noise': {'rate': 1.5}}, r'noise\.rate: must be in \[0, 1\], got 1\.5'),
-    ({'noise': {'level': -0.1}}, r'noise\.level'),
-    ({'noise': {'sparsity': 2.0}}, r'noise\.sparsity'),
-    ({'noise': {'noisy_fraction': 1.1}}, r'noise\.noisy_fraction'),
-    ({'noise': {'rho': 1.1}}, r'noise\.rho'),
-    ({'noise': {'tau': -1.0}}, r'noise\.tau'),
-    ({'noise': {'max_rate': 1.2}}, r'noise\.max_rate'),
-    ({'noise': {'min_rate': 0.6, 'max_rate': 0.4}},
+    ({'noise': {'name': 'symmetric', 'rate': 1.5}}, r'noise\.rate: must be in \[0, 1\], got 1\.5'),
+    ({'noise': {'name': 'fedln', 'level': -0.1}}, r'noise\.level'),
+    ({'noise': {'name': 'cleanlab', 'sparsity': 2.0}}, r'noise\.sparsity'),
+    ({'noise': {'name': 'pairflip', 'noisy_fraction': 1.1}}, r'noise\.noisy_fraction'),
+    ({'noise': {'name': 'fedcorr', 'rho': 1.1}}, r'noise\.rho'),
+    ({'noise': {'name': 'fedcorr', 'tau': -1.0}}, r'noise\.tau'),
+    ({'noise': {'name': 'mixed', 'max_rate': 1.2}}, r'noise\.max_rate'),
+    ({'noise': {'name': 'linear', 'min_rate': 0.6, 'max_rate': 0.4}},
      r'noise\.min_rate: must be <= noise\.max_rate=0\.4'),
     ({'noise': {'name': 'choice', 'rates': [0.1, 1.2]}}, r'noise\.rates\[1\]'),
     ({'noise': {'name': 'choice'}}, r'noise\.rates: .*non-empty'),
-    ({'noise': {'flip': 'random'}}, r'noise\.flip: must be one of symmetric, pairflip'),
+    ({'noise': {'name': 'choice', 'rates': [0.1], 'flip': 'random'}},
+     r'noise\.flip: must be one of symmetric, pairflip'),
     ({'data': {'dataset': 'cifar100'}, 'noise': {'name': 'cifar10_asym'}},
      r'noise\.name: cifar10_asym needs a 10-class dataset; cifar100 has 100'),
     ({'data': {'dataset': 'speech_commands'}, 'noise': {'name': 'linear',
                                                         'flip': 'cifar10_asym'}},
      r'noise\.flip: cifar10_asym'),
     ({'noise': {'name': 'fedln', 'matrix_seed': 42}},
-     r"noise\.matrix_seed: only for noise 'cleanlab', got noise.name='fedln'"),
-    ({'noise': {'valid_matrix': True}}, r"noise\.valid_matrix: only for noise 'cleanlab'"),
+     r"noise\.matrix_seed: 'fedln' does not read it \(it reads noisy_fraction, level, "
+     r'sparsity, shared_matrix\); remove it, or choose a noise that reads it'),
+    ({'noise': {'name': 'symmetric', 'valid_matrix': True}},
+     r"noise\.valid_matrix: 'symmetric' does not read it"),
+    ({'partition': {'alpha': 0.1}}, r"partition\.alpha: 'iid' does not read it \(it reads "
+                                    r'num_clients\); remove it, or choose a partition that'),
     ({'noise': {'name': 'cleanlab', 'matrix_seed': -1}}, r'noise\.matrix_seed: must be >= 0'),
     ({'noise': {'name': 'cleanlab', 'level': 0.95, 'valid_matrix': True}},
      r'noise\.level: a learnable matrix needs trace C\(1 - level\) > 1'),
@@ -257,3 +262,22 @@ def test_data_layer_imports_neither_tensorflow_nor_tff():
   out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
                        check=True)
   assert out.stdout.strip() == '[]'
+
+
+def test_noise_none_ignores_the_other_noise_fields():
+  """A grid's clean column switches the noise off on a noisy config's other fields."""
+  config = config_lib.from_dict({'data': {'dataset': 'digits'}, 'noise': {
+      'name': 'none', 'level': 0.4, 'noisy_fraction': 0.5, 'rate': 1.5}})
+  validation.validate_experiment(config)
+
+
+@pytest.mark.parametrize('config_file, key', [
+    ('demo.yaml', '1ca1bed940561b7f'), ('fedefc_fmnist.yaml', 'ebffd301e413d35b'),
+    ('fedds_fmnist.yaml', 'cd8752337e34c197'), ('fedln_fmnist.yaml', '31313fb87b0f9234'),
+    ('lsc_fmnist.yaml', '110d868a72de021d'), ('maskedoptim_fmnist.yaml', 'e8556d098534fbc4'),
+])
+def test_shipped_configs_keep_their_data_cache_keys(config_file, key):
+  """Their cached data, checkpoints and results stay valid (``ExperimentConfig.data_hash``)."""
+  config = config_lib.load(os.path.join(os.path.dirname(__file__), '..', '..', 'experiments',
+                                        'configs', config_file))
+  assert config.data_hash() == key

@@ -18,7 +18,7 @@ def _classes_per_client(parts, labels=LABELS, min_count=1):
                     for p in parts])
 
 
-@pytest.mark.parametrize('name', sorted(partition_lib.PARTITIONERS))
+@pytest.mark.parametrize('name', sorted(partition_lib.PARTITIONS))
 def test_every_sample_goes_to_exactly_one_client(name):
   parts = _split(name, num_clients=10)
   assert len(parts) == 10
@@ -26,7 +26,7 @@ def test_every_sample_goes_to_exactly_one_client(name):
   np.testing.assert_array_equal(np.sort(np.concatenate(parts)), np.arange(len(LABELS)))
 
 
-@pytest.mark.parametrize('name', sorted(partition_lib.PARTITIONERS))
+@pytest.mark.parametrize('name', sorted(partition_lib.PARTITIONS))
 def test_seeded(name):
   first, again, other = _split(name, seed=3), _split(name, seed=3), _split(name, seed=4)
   assert all(np.array_equal(a, b) for a, b in zip(first, again))

@@ -102,8 +102,8 @@ def test_round_where_every_update_diverged_records_null_and_warns(tmp_path, tmp_
                                                                   monkeypatch):
   real_build = federated_data.build_federated_data
 
-  def with_nan_inputs(config):
-    data = real_build(config)
+  def with_nan_inputs(config, **kwargs):
+    data = real_build(config, **kwargs)
     for cid in data.client_ids:
       data.x[cid] = np.full_like(data.x[cid], np.nan)
     return data
@@ -124,8 +124,8 @@ def test_round_where_every_update_diverged_records_null_and_warns(tmp_path, tmp_
 def test_empty_client_is_skipped_and_counted(tmp_path, tmp_cache, monkeypatch):
   real_build = federated_data.build_federated_data
 
-  def with_empty_client(config):
-    data = real_build(config)
+  def with_empty_client(config, **kwargs):
+    data = real_build(config, **kwargs)
     cid = data.client_ids[0]
     data.x[cid] = data.x[cid][:0]
     data.y[cid] = data.y[cid][:0]

@@ -21,6 +21,7 @@ import numpy as np
 from tff_noisy import files
 from tff_noisy.config import ConfigError, ExperimentConfig
 from tff_noisy.data import noise as noise_lib
+from tff_noisy.data import params as data_params
 from tff_noisy.data import partition as partition_lib
 from tff_noisy.data import sources
 from tff_noisy.errors import warn
@@ -69,7 +70,8 @@ def _one_of(value, allowed, field: str):
 
 
 def validate_config(config: ExperimentConfig) -> None:
-  """Checks the data, partition and noise sections without touching any data."""
+  """Checks the data section, then the partition's and the noise model's parameters
+  (``data.params.resolve``), without touching any data."""
   data, part, noise = config.data, config.partition, config.noise
   _one_of(data.dataset, sources.DATASETS, 'data.dataset')
   spec = sources.DATASETS[data.dataset]
@@ -82,51 +84,13 @@ def validate_config(config: ExperimentConfig) -> None:
   _require(0.0 <= data.public_fraction < 1.0, 'data.public_fraction',
            f'must be in [0, 1), got {data.public_fraction}')
 
-  _one_of(part.name, partition_lib.PARTITIONERS, 'partition.name')
-  _require(part.num_clients >= 1, 'partition.num_clients',
-           f'must be >= 1, got {part.num_clients}')
-  _require(part.sigma >= 0, 'partition.sigma', f'must be >= 0, got {part.sigma}')
-  _require(part.alpha > 0, 'partition.alpha', f'must be > 0, got {part.alpha}')
-  _require(part.min_size >= 1, 'partition.min_size', f'must be >= 1, got {part.min_size}')
-  _require(part.shards_per_client >= 1, 'partition.shards_per_client',
-           f'must be >= 1, got {part.shards_per_client}')
-  _require(0.0 < part.class_prob <= 1.0, 'partition.class_prob',
-           f'must be in (0, 1], got {part.class_prob}')
-
+  _one_of(part.name, partition_lib.PARTITIONS, 'partition.name')
   _one_of(noise.name, noise_lib.NOISE_MODELS, 'noise.name')
-  for field in ('rate', 'noisy_fraction', 'level', 'sparsity', 'min_rate', 'max_rate',
-                'rho', 'tau'):
-    value = getattr(noise, field)
-    _require(0.0 <= value <= 1.0, f'noise.{field}', f'must be in [0, 1], got {value}')
-  _require(noise.min_rate <= noise.max_rate, 'noise.min_rate',
-           f'must be <= noise.max_rate={noise.max_rate}, got {noise.min_rate}')
-  for i, rate in enumerate(noise.rates or ()):
-    _require(isinstance(rate, (int, float)) and not isinstance(rate, bool)
-             and 0.0 <= rate <= 1.0, f'noise.rates[{i}]', f'must be in [0, 1], got {rate!r}')
-  if noise.name == 'choice':
-    _require(bool(noise.rates), 'noise.rates',
-             "noise 'choice' needs a non-empty list, e.g. [0.1, 0.2, ..., 1.0]")
-  _one_of(noise.flip, noise_lib.FLIPS, 'noise.flip')
-  if noise.name == 'cifar10_asym' or (noise.name in ('linear', 'choice')
-                                      and noise.flip == 'cifar10_asym'):
-    _require(spec.num_classes == 10, 'noise.name' if noise.name == 'cifar10_asym'
-             else 'noise.flip', f'cifar10_asym needs a 10-class dataset; {data.dataset} '
-             f'has {spec.num_classes} classes')
-  for field, unset in (('matrix_seed', None), ('valid_matrix', False)):
-    _require(getattr(noise, field) == unset or noise.name == 'cleanlab', f'noise.{field}',
-             f"only for noise 'cleanlab', got noise.name={noise.name!r}")
-  _require(noise.matrix_seed is None or noise.matrix_seed >= 0, 'noise.matrix_seed',
-           f'must be >= 0, got {noise.matrix_seed}')
-  if noise.valid_matrix:
-    _require(spec.num_classes * (1.0 - noise.level) > 1.0, 'noise.level',
-             f'a learnable matrix needs trace C(1 - level) > 1; got level {noise.level} '
-             f'with {spec.num_classes} classes')
-  if noise.name == 'real':
-    with_columns = [n for n, s in sources.DATASETS.items() if s.noisy_label_columns]
-    _require(bool(spec.noisy_label_columns), 'noise.name',
-             f"'real' needs a dataset with human noisy labels ({', '.join(with_columns)}); "
-             f'got {data.dataset}')
-    _one_of(noise.real_labels, spec.noisy_label_columns, 'noise.real_labels')
+  context = data_params.Context(
+      data.dataset, spec.num_classes, tuple(spec.noisy_label_columns),
+      tuple(name for name, s in sources.DATASETS.items() if s.noisy_label_columns))
+  data_params.resolve(partition_lib.PARTITIONS[part.name].params, part, context)
+  data_params.resolve(noise_lib.NOISE_MODELS[noise.name].params, noise, context)
 
 
 def cache_dir(config: ExperimentConfig) -> str:

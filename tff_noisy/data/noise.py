@@ -22,43 +22,180 @@ Models (``noise.name``):
 """
 
 import dataclasses
-from typing import Optional
+from typing import ClassVar, Optional
 
 import numpy as np
 
 from tff_noisy.config import NoiseConfig
-from tff_noisy.errors import ConfigError
+from tff_noisy.data import params as data_params
 from tff_noisy.data.partition import apportion, generator
+from tff_noisy.errors import ConfigError
+from tff_noisy.params import fail, is_number, Params
 
 
 @dataclasses.dataclass(frozen=True)
 class NoiseModel:
   summary: str
-  fields: tuple  # The noise.<field>s it reads besides name.
+  params: type  # Its CleanParams class: the noise.<field>s it reads besides name.
+
+  @property
+  def fields(self) -> tuple:
+    return data_params.field_names(self.params)
 
 
-_FLIPPED = ('rate', 'noisy_fraction')
-_GENERATED = ('level', 'sparsity', 'noisy_fraction', 'shared_matrix')
+def _check_flip(params: Params, context: data_params.Context) -> None:
+  data_params.one_of(params, 'flip', tuple(FLIPS))
+  if params.flip == 'cifar10_asym':
+    data_params.needs_ten_classes(params, 'flip', context)
+
+
+@dataclasses.dataclass(frozen=True)
+class CleanParams(Params):
+  """Reads no field; the base of every noise model's parameters."""
+  prefix: ClassVar[str] = 'noise.'
+
+
+@dataclasses.dataclass(frozen=True)
+class NoNoiseParams(CleanParams):
+  """``none``: noise switched off, whatever the other noise fields say (a grid's clean
+  column on a noisy config keeps them)."""
+  ignores_other_fields: ClassVar[bool] = True
+
+
+@dataclasses.dataclass(frozen=True)
+class FlipParams(CleanParams):
+  """``symmetric`` / ``pairflip``: one fixed flip rate on a fraction of the clients."""
+  noisy_fraction: float
+  rate: float
+
+  def check(self, context: data_params.Context) -> None:
+    data_params.in_unit(self, 'rate', 'noisy_fraction')
+    super().check(context)
+
+
+@dataclasses.dataclass(frozen=True)
+class Cifar10AsymParams(FlipParams):
+  """``cifar10_asym``: CIFAR-10's class pairs, so a 10-class dataset."""
+
+  def check(self, context: data_params.Context) -> None:
+    data_params.needs_ten_classes(self, 'name', context)
+    super().check(context)
+
+
+@dataclasses.dataclass(frozen=True)
+class GeneratedParams(CleanParams):
+  """``fedln``: a generated (level, sparsity) matrix on a fraction of the clients."""
+  noisy_fraction: float
+  level: float
+  sparsity: float
+  shared_matrix: bool
+
+  def check(self, context: data_params.Context) -> None:
+    data_params.in_unit(self, 'level', 'sparsity', 'noisy_fraction')
+    super().check(context)
+
+
+@dataclasses.dataclass(frozen=True)
+class CleanlabParams(GeneratedParams):
+  """``cleanlab``: cleanlab's generator, with its own seed and learnability check."""
+  matrix_seed: Optional[int]
+  valid_matrix: bool
+
+  def check(self, context: data_params.Context) -> None:
+    if self.matrix_seed is not None:
+      data_params.at_least(self, 'matrix_seed', 0)
+    super().check(context)
+    if self.valid_matrix and not context.num_classes * (1.0 - self.level) > 1.0:
+      fail('level', f'a learnable matrix needs trace C(1 - level) > 1; got level '
+                    f'{self.level} with {context.num_classes} classes', self.prefix)
+
+
+@dataclasses.dataclass(frozen=True)
+class FedCorrNoiseParams(CleanParams):
+  """``fedcorr``: a client is noisy w.p. rho, with a rate drawn from U(tau, 1)."""
+  rho: float
+  tau: float
+
+  def check(self, context: data_params.Context) -> None:
+    data_params.in_unit(self, 'rho', 'tau')
+    super().check(context)
+
+
+@dataclasses.dataclass(frozen=True)
+class MixedParams(CleanParams):
+  """``mixed``: per-client rates linearly spaced in [min_rate, max_rate]."""
+  min_rate: float
+  max_rate: float
+
+  def check(self, context: data_params.Context) -> None:
+    data_params.in_unit(self, 'min_rate', 'max_rate')
+    if self.min_rate > self.max_rate:
+      fail('min_rate', f'must be <= noise.max_rate={self.max_rate}, got {self.min_rate}',
+           self.prefix)
+    super().check(context)
+
+
+@dataclasses.dataclass(frozen=True)
+class LinearParams(MixedParams):
+  """``linear``: ``mixed``'s rates with one flip kind for every client."""
+  flip: str
+
+  def check(self, context: data_params.Context) -> None:
+    super().check(context)
+    _check_flip(self, context)
+
+
+@dataclasses.dataclass(frozen=True)
+class ChoiceParams(CleanParams):
+  """``choice``: per-client rates drawn from a list, with one flip kind."""
+  rates: Optional[list]
+  balanced: bool
+  flip: str
+
+  def check(self, context: data_params.Context) -> None:
+    if not self.rates:
+      fail('rates', "noise 'choice' needs a non-empty list, e.g. [0.1, 0.2, ..., 1.0]",
+           self.prefix)
+    for i, rate in enumerate(self.rates):
+      if not (is_number(rate) and 0.0 <= rate <= 1.0):
+        fail(f'rates[{i}]', f'must be in [0, 1], got {rate!r}', self.prefix)
+    _check_flip(self, context)
+    super().check(context)
+
+
+@dataclasses.dataclass(frozen=True)
+class RealParams(CleanParams):
+  """``real``: one of the dataset's human noisy-label columns."""
+  real_labels: Optional[str]
+
+  def check(self, context: data_params.Context) -> None:
+    if not context.noisy_label_columns:
+      fail('name', f"'real' needs a dataset with human noisy labels "
+                   f"({', '.join(context.noisy_label_datasets)}); got {context.dataset}",
+           self.prefix)
+    data_params.one_of(self, 'real_labels', context.noisy_label_columns)
+    super().check(context)
+
+
 NOISE_MODELS = {
-    'none': NoiseModel('Clean labels', ()),
-    'symmetric': NoiseModel('Flip w.p. rate to a uniformly random other class', _FLIPPED),
-    'pairflip': NoiseModel('Flip w.p. rate from class c to c - 1', _FLIPPED),
+    'none': NoiseModel('Clean labels', NoNoiseParams),
+    'symmetric': NoiseModel('Flip w.p. rate to a uniformly random other class', FlipParams),
+    'pairflip': NoiseModel('Flip w.p. rate from class c to c - 1', FlipParams),
     'cifar10_asym': NoiseModel('CIFAR-10 flips w.p. rate: truck -> automobile, bird -> '
-                               'airplane, deer -> horse, cat -> dog', _FLIPPED),
+                               'airplane, deer -> horse, cat -> dog', Cifar10AsymParams),
     'fedln': NoiseModel("FedLN's (n_l, n_s) generator: flip w.p. level to other classes; "
-                        'sparsity 0: all of them, 1: one per class', _GENERATED),
+                        'sparsity 0: all of them, 1: one per class', GeneratedParams),
     'cleanlab': NoiseModel("cleanlab's trace/sparsity matrix, flipped with exact counts "
-                           '(FedEFC)', _GENERATED + ('matrix_seed', 'valid_matrix')),
+                           '(FedEFC)', CleanlabParams),
     'fedcorr': NoiseModel("FedCorr's: a client is noisy w.p. rho, then relabels w.p. "
-                          'mu ~ U(tau, 1) uniformly over all classes', ('rho', 'tau')),
+                          'mu ~ U(tau, 1) uniformly over all classes', FedCorrNoiseParams),
     'linear': NoiseModel('Per-client rates linearly spaced in [min_rate, max_rate] '
-                         '(MaskedOptim)', ('min_rate', 'max_rate', 'flip')),
-    'choice': NoiseModel('Per-client rates drawn from a list (FedDS)',
-                         ('rates', 'balanced', 'flip')),
+                         '(MaskedOptim)', LinearParams),
+    'choice': NoiseModel('Per-client rates drawn from a list (FedDS)', ChoiceParams),
     'mixed': NoiseModel('Per-client rates linearly spaced in [min_rate, max_rate], flips '
                         'alternating symmetric / pairflip over clients (FNBench, MaskedOptim)',
-                        ('min_rate', 'max_rate')),
-    'real': NoiseModel("A dataset's human noisy-label column (CIFAR-N)", ('real_labels',)),
+                        MixedParams),
+    'real': NoiseModel("A dataset's human noisy-label column (CIFAR-N)", RealParams),
 }
 
 _PLAN, _MATRIX, _SAMPLE = 2, 3, 4  # Random streams (see partition.generator).

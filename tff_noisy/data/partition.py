@@ -2,14 +2,19 @@
 
 Every partitioner maps (labels, PartitionConfig, numpy Generator) to one index array
 per client; :func:`partition` seeds it, checks the result covers every sample exactly
-once and returns sorted int64 arrays.
+once and returns sorted int64 arrays. ``PARTITIONS`` pairs each with the class of the
+``partition.<field>``s it reads.
 """
 
-from typing import Callable
+import dataclasses
+import inspect
+from typing import Callable, ClassVar
 
 import numpy as np
 
 from tff_noisy.config import ConfigError, PartitionConfig
+from tff_noisy.data import params as data_params
+from tff_noisy.params import fail, Params
 
 MAX_DRAWS = 1000  # dirichlet / fedcorr: redraws allowed to reach partition.min_size.
 _STREAM = 1  # Random stream of the partition (see `generator`).
@@ -139,23 +144,93 @@ def _redraw_until_min_size(draw: Callable, config: PartitionConfig, rng) -> list
       f'{config.num_clients} clients); lower min_size, raise alpha or use fewer clients')
 
 
-PARTITIONERS = {
-    'iid': iid,
-    'iid_sigma': iid_sigma,
-    'dirichlet': dirichlet,
-    'shards': shards,
-    'fedcorr': fedcorr,
+@dataclasses.dataclass(frozen=True)
+class PartitionParams(Params):
+  """``iid``: the number of clients; the base of every partition's parameters."""
+  prefix: ClassVar[str] = 'partition.'
+  num_clients: int
+
+  def check(self, context: data_params.Context) -> None:
+    data_params.at_least(self, 'num_clients', 1)
+    super().check(context)
+
+
+@dataclasses.dataclass(frozen=True)
+class SizeSpreadParams(PartitionParams):
+  """``iid_sigma``: client sizes with relative spread sigma."""
+  sigma: float
+
+  def check(self, context: data_params.Context) -> None:
+    data_params.at_least(self, 'sigma', 0)
+    super().check(context)
+
+
+@dataclasses.dataclass(frozen=True)
+class DirichletParams(PartitionParams):
+  """``dirichlet``: Dirichlet(alpha) class shares, redrawn until each client has
+  ``min_size`` examples."""
+  alpha: float
+  min_size: int
+
+  def check(self, context: data_params.Context) -> None:
+    if not self.alpha > 0:
+      fail('alpha', f'must be > 0, got {self.alpha}', self.prefix)
+    data_params.at_least(self, 'min_size', 1)
+    super().check(context)
+
+
+@dataclasses.dataclass(frozen=True)
+class FedCorrPartitionParams(DirichletParams):
+  """``fedcorr``: ``dirichlet`` over the clients that hold a class (w.p. class_prob)."""
+  class_prob: float
+
+  def check(self, context: data_params.Context) -> None:
+    if not 0.0 < self.class_prob <= 1.0:
+      fail('class_prob', f'must be in (0, 1], got {self.class_prob}', self.prefix)
+    super().check(context)
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardsParams(PartitionParams):
+  """``shards``: label-sorted shards, ``shards_per_client`` to each client."""
+  shards_per_client: int
+
+  def check(self, context: data_params.Context) -> None:
+    data_params.at_least(self, 'shards_per_client', 1)
+    super().check(context)
+
+
+@dataclasses.dataclass(frozen=True)
+class Partition:
+  split: Callable  # (labels, config, rng) -> each client's sample indices.
+  params: type  # Its PartitionParams class: the partition.<field>s it reads.
+
+  @property
+  def fields(self) -> tuple:
+    return data_params.field_names(self.params)
+
+  @property
+  def summary(self) -> str:
+    return inspect.getdoc(self.split).splitlines()[0]
+
+
+PARTITIONS = {
+    'iid': Partition(iid, PartitionParams),
+    'iid_sigma': Partition(iid_sigma, SizeSpreadParams),
+    'dirichlet': Partition(dirichlet, DirichletParams),
+    'shards': Partition(shards, ShardsParams),
+    'fedcorr': Partition(fedcorr, FedCorrPartitionParams),
 }
 
 
 def partition(labels: np.ndarray, config: PartitionConfig, seed: int) -> list:
   """Splits range(len(labels)) over config.num_clients clients (sorted int64 arrays)."""
-  if config.name not in PARTITIONERS:
+  if config.name not in PARTITIONS:
     raise ConfigError(f"partition.name: unknown '{config.name}'; allowed: "
-                      f"{', '.join(PARTITIONERS)}")
+                      f"{', '.join(PARTITIONS)}")
   labels = np.asarray(labels)
   if config.num_clients > len(labels):
     raise ConfigError(f'partition.num_clients: {config.num_clients} clients but only '
                       f'{len(labels)} training samples to share')
-  parts = PARTITIONERS[config.name](labels, config, generator(seed, _STREAM))
+  parts = PARTITIONS[config.name].split(labels, config, generator(seed, _STREAM))
   return [np.sort(p).astype(np.int64) for p in parts]
