@@ -164,11 +164,13 @@ def test_cache_dir_precedence(tmp_path, monkeypatch):
      r'noise\.flip: cifar10_asym'),
     ({'noise': {'name': 'fedln', 'matrix_seed': 42}},
      r"noise\.matrix_seed: 'fedln' does not read it \(it reads noisy_fraction, level, "
-     r'sparsity, shared_matrix\); remove it, or choose a noise that reads it'),
+     r'sparsity, shared_matrix\); remove it or set it back to its default \(None\), or '
+     r'choose a noise that reads it'),
     ({'noise': {'name': 'symmetric', 'valid_matrix': True}},
      r"noise\.valid_matrix: 'symmetric' does not read it"),
-    ({'partition': {'alpha': 0.1}}, r"partition\.alpha: 'iid' does not read it \(it reads "
-                                    r'num_clients\); remove it, or choose a partition that'),
+    ({'partition': {'alpha': 0.1}},
+     r"partition\.alpha: 'iid' does not read it \(it reads num_clients\); remove it or set "
+     r'it back to its default \(0\.5\)'),
     ({'noise': {'name': 'cleanlab', 'matrix_seed': -1}}, r'noise\.matrix_seed: must be >= 0'),
     ({'noise': {'name': 'cleanlab', 'level': 0.95, 'valid_matrix': True}},
      r'noise\.level: a learnable matrix needs trace C\(1 - level\) > 1'),

@@ -195,6 +195,7 @@ def test_gpu_without_one_fails_before_any_data_work(tmp_path, tmp_cache, monkeyp
 @pytest.mark.slow
 def test_mixed_noise_flip_kinds_are_recorded_beside_the_true_rates(tmp_path, tmp_cache):
   config = _config(**{'noise.name': 'mixed', 'noise.min_rate': 0.1, 'noise.max_rate': 0.5,
+                      'noise.rate': 0.0, 'noise.noisy_fraction': 1.0,  # Not mixed's.
                       'fl.rounds': 1, 'fl.client_runtime': 'tf'})
   results = driver.run_experiment(config, str(tmp_path / 'mixed'), progress=False)
   assert list(results.client_flip_kinds) == list(results.client_noise_rates)

@@ -64,8 +64,9 @@ def resolve(cls, section, context: Context) -> Params:
         or getattr(cls, 'ignores_other_fields', False)):
       continue
     fail(field.name, f"{section.name!r} does not read it (it reads "
-                     f"{', '.join(reads) or 'no field'}); remove it, or choose a "
-                     f"{cls.prefix[:-1]} that reads it", cls.prefix)
+                     f"{', '.join(reads) or 'no field'}); remove it or set it back to "
+                     f"its default ({field.default!r}), or choose a {cls.prefix[:-1]} "
+                     'that reads it', cls.prefix)
   params = cls(**{name: getattr(section, name) for name in reads})
   params.validate(context)
   return params
