@@ -17,6 +17,7 @@ from tff_noisy.data import sources
 from tff_noisy.errors import UserError
 from tff_noisy.federated import aggregators
 from tff_noisy.ops import faults
+from tff_noisy.params import described
 
 _ROOT = os.path.join(os.path.dirname(__file__), '..')
 _REGISTRIES = {
@@ -143,32 +144,26 @@ def test_partitions_show_the_fields_each_reads():
   assert 'alpha: 0.5       # dirichlet / fedcorr concentration.' in _block(text, 'dirichlet')
 
 
-def test_field_comments_read_the_source_and_continuation_lines():
+def test_field_helps_are_the_fields_metadata():
 
   @dataclasses.dataclass
   class Base:
-    a: int = 1  # The first.
-    b: str = 'x#y'  # After a string with a hash;
-    # continued here.
-
-    c: float = 2.0
+    a: int = described(1, 'The first.')
+    b: str = 'x'  # A comment is not help.
 
   @dataclasses.dataclass
   class Child(Base):
-    # A header comment, not a field's.
-    d: bool = True  # The child's.
+    c: dict = described(text='A mapping.', default_factory=dict)
 
-    def method(self):
-      e: int = 3  # Not a field.
-      return e
+  assert catalog.field_helps(Child) == {'a': 'The first.', 'b': '', 'c': 'A mapping.'}
+  assert Child().c == {} and Child().c is not Child().c
 
-  assert catalog.field_comments(Child) == {
-      'a': 'The first.', 'b': 'After a string with a hash; continued here.',
-      'd': "The child's."}
-  namespace = {}
-  exec('import dataclasses\n@dataclasses.dataclass\nclass NoSource:\n  a: int = 1  # x\n',
-       namespace)
-  assert catalog.field_comments(namespace['NoSource']) == {}
+
+def test_every_registered_parameter_has_help():
+  for name in catalog.SECTIONS:
+    for choice in catalog.section(name).choices:
+      for param in choice.params:
+        assert param.description, f'{name}: {choice.name}.{param.name} has no help'
 
 
 @pytest.mark.parametrize('name, hint', [('modles', "; did you mean 'models'?"), ('xyz', '')])

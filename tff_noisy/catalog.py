@@ -4,16 +4,10 @@ Built from the registries that config validation uses, so it imports no TensorFl
 ``methods.METHODS`` and their ``Params`` dataclasses, the aggregators, the model zoo's
 table (``zoo``), ``sources.DATASETS``, ``noise.NOISE_MODELS``,
 ``partition.PARTITIONS`` and the simulated faults' ``ops.faults.BEHAVIOURS``. A
-parameter's description is the ``# comment`` beside its field in the source (with the
-comment-only lines right below it).
+parameter's description is its field's help (``params.described``).
 """
 
-import collections
 import dataclasses
-import inspect
-import io
-import textwrap
-import tokenize
 from typing import Optional
 
 from tff_noisy import config as config_lib
@@ -25,7 +19,7 @@ from tff_noisy.data import sources
 from tff_noisy.errors import UserError
 from tff_noisy.federated import aggregators
 from tff_noisy.ops import faults
-from tff_noisy.params import did_you_mean
+from tff_noisy.params import did_you_mean, help_of
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,47 +43,9 @@ class Section:
   fields: tuple = ()  # Params that every choice reads (faults.*).
 
 
-def field_comments(cls) -> dict:
-  """Field name -> the ``# comment`` beside it, for dataclass ``cls`` and its bases.
-
-  A comment-only line right below a commented field continues it. A class whose source
-  cannot be read (defined in a string) has none.
-  """
-  comments = {}
-  for klass in reversed(cls.__mro__):
-    if not dataclasses.is_dataclass(klass):
-      continue
-    try:
-      source = textwrap.dedent(inspect.getsource(klass))
-    except (OSError, TypeError):
-      continue
-    comments.update(_comments_in(source))
-  return comments
-
-
-def _comments_in(class_source: str) -> dict:
-  lines = collections.defaultdict(list)  # Line number -> its tokens that matter here.
-  skip = (tokenize.INDENT, tokenize.DEDENT, tokenize.NL, tokenize.NEWLINE)
-  for token in tokenize.generate_tokens(io.StringIO(class_source).readline):
-    if token.type not in skip:
-      lines[token.start[0]].append(token)
-  numbers = sorted(lines)
-  body = next(i for i, n in enumerate(numbers) if lines[n][0].string == 'class') + 1
-  indent = lines[numbers[body]][0].start[1]
-  comments, field, last = {}, None, 0
-  for number in numbers[body:]:
-    first, *rest = lines[number]
-    if first.type == tokenize.COMMENT and field and number == last + 1:
-      comments[field] += ' ' + first.string.lstrip('#').strip()
-      last = number
-      continue
-    field = None
-    trailing = [t.string.lstrip('#').strip() for t in rest if t.type == tokenize.COMMENT]
-    if (first.type == tokenize.NAME and first.start[1] == indent and rest
-        and rest[0].string == ':' and trailing):
-      field, last = first.string, number
-      comments[field] = trailing[0]
-  return comments
+def field_helps(cls) -> dict:
+  """Field name -> its help text (``params.described``), for dataclass ``cls``."""
+  return {field.name: help_of(field) for field in dataclasses.fields(cls)}
 
 
 def _default(field: dataclasses.Field):
@@ -100,9 +56,8 @@ def _default(field: dataclasses.Field):
 
 def _params(cls, names: Optional[tuple] = None) -> tuple:
   """The fields of dataclass ``cls`` (those in ``names``, in that order) as Params."""
-  comments = field_comments(cls)
   fields = {f.name: f for f in dataclasses.fields(cls)}
-  return tuple(Param(name, _default(fields[name]), comments.get(name, ''))
+  return tuple(Param(name, _default(fields[name]), help_of(fields[name]))
                for name in (fields if names is None else names))
 
 
@@ -121,9 +76,9 @@ def _aggregators() -> Section:
 
 
 def _models() -> Section:
-  comments = field_comments(config_lib.ModelConfig)
+  helps = field_helps(config_lib.ModelConfig)
   return Section('model.name; options under model', tuple(
-      Choice(name, spec.summary, tuple(Param(option, default, comments.get(option, ''))
+      Choice(name, spec.summary, tuple(Param(option, default, helps.get(option, ''))
                                        for option, default in spec.options.items()))
       for name, spec in zoo.MODELS.items()))
 
@@ -205,15 +160,15 @@ def _param_lines(params: tuple, indent: str) -> list:
 
 def config_defaults() -> str:
   """Every field of a config file with the value it takes when the file leaves it out,
-  as YAML, each with the ``# comment`` beside its field in ``config.py`` (the README's
-  configuration block is this text; a test keeps them equal)."""
+  as YAML, each with its field's help from ``config.py`` (the README's configuration
+  block is this text; a test keeps them equal)."""
   defaults = config_lib.ExperimentConfig()
-  top_comments = field_comments(config_lib.ExperimentConfig)
+  top_helps = field_helps(config_lib.ExperimentConfig)
   lines = []
   for field in dataclasses.fields(defaults):
     value = getattr(defaults, field.name)
     if not dataclasses.is_dataclass(value):
-      comment = top_comments.get(field.name)
+      comment = top_helps.get(field.name)
       lines.append(f'{field.name}: {value_text(value)}' + (f'  # {comment}' if comment else ''))
       continue
     lines.append(f'{field.name}:')

@@ -19,57 +19,66 @@ from tff_noisy.device import DEVICES
 from tff_noisy.errors import ConfigError  # pylint: disable=unused-import (re-exported)
 from tff_noisy.errors import warn
 from tff_noisy.ops import faults as faults_lib
-from tff_noisy.params import did_you_mean
+from tff_noisy.params import described, did_you_mean
 from tff_noisy.runtime import RUNTIMES as CLIENT_RUNTIMES
 
 
 @dataclasses.dataclass
 class DataConfig:
   dataset: str = 'digits'
-  data_dir: Optional[str] = None  # IDX files; else $TFF_NOISY_DATA, then the Debian path.
-  num_classes: Optional[int] = None  # Optional check against the dataset's classes.
-  train_subset: Optional[int] = None  # Class-balanced training subset size (None: all).
-  test_subset: Optional[int] = None  # First N test examples (None: all).
-  public_fraction: float = 0.0  # Stratified, unlabelled public split (FedDS).
-  cache_dir: Optional[str] = None  # Default: $TFF_NOISY_CACHE or ~/.cache/tff-noisy.
+  data_dir: Optional[str] = described(None, 'IDX files; else $TFF_NOISY_DATA, then the Debian '
+                                      'path.')
+  num_classes: Optional[int] = described(None, "Optional check against the dataset's classes.")
+  train_subset: Optional[int] = described(None, 'Class-balanced training subset size (None: all).')
+  test_subset: Optional[int] = described(None, 'First N test examples (None: all).')
+  public_fraction: float = described(0.0, 'Stratified, unlabelled public split (FedDS).')
+  cache_dir: Optional[str] = described(None, 'Default: $TFF_NOISY_CACHE or ~/.cache/tff-noisy.')
 
 
 @dataclasses.dataclass
 class PartitionConfig:
-  name: str = 'iid'  # iid | iid_sigma | dirichlet | shards | fedcorr
-  num_clients: int = 10  # M: how many clients share the training set.
-  sigma: float = 0.25  # iid_sigma: relative std of client sizes.
-  alpha: float = 0.5  # dirichlet / fedcorr concentration.
-  min_size: int = 10  # dirichlet / fedcorr: resample until every client has this many.
-  shards_per_client: int = 2  # shards.
-  class_prob: float = 0.7  # fedcorr: probability that a client holds a class.
+  name: str = described('iid', 'iid | iid_sigma | dirichlet | shards | fedcorr')
+  num_clients: int = described(10, 'M: how many clients share the training set.')
+  sigma: float = described(0.25, 'iid_sigma: relative std of client sizes.')
+  alpha: float = described(0.5, 'dirichlet / fedcorr concentration.')
+  min_size: int = described(10, 'dirichlet / fedcorr: resample until every client has this many.')
+  shards_per_client: int = described(2, 'shards.')
+  class_prob: float = described(0.7, 'fedcorr: probability that a client holds a class.')
 
 
 @dataclasses.dataclass
 class NoiseConfig:
-  name: str = 'none'  # none | symmetric | pairflip | cifar10_asym | fedln | cleanlab | fedcorr | linear | mixed | choice | real
-  rate: float = 0.0  # symmetric / pairflip / cifar10_asym: flip probability.
-  noisy_fraction: float = 1.0  # F: fraction of clients that are noisy.
-  level: float = 0.0  # fedln / cleanlab: n_l.
-  sparsity: float = 0.0  # fedln / cleanlab: n_s.
-  shared_matrix: bool = False  # fedln / cleanlab: one matrix for all noisy clients (FedEFC).
-  matrix_seed: Optional[int] = None  # cleanlab: cleanlab's own seed (client m: +m); None: from seed.
-  valid_matrix: bool = False  # cleanlab: cleanlab's learnability check (valid_noise_matrix).
-  min_rate: float = 0.0  # linear / mixed: per-client rates linearly spaced in [min_rate, max_rate].
-  max_rate: float = 0.0
-  rates: Optional[list] = None  # choice: each client's rate drawn from this list (FedDS).
-  balanced: bool = True  # choice: give each listed rate to the same number of clients.
-  flip: str = 'symmetric'  # linear / choice: symmetric | pairflip | cifar10_asym.
-  rho: float = 0.0  # fedcorr: fraction of noisy clients.
-  tau: float = 0.0  # fedcorr: lower bound of a noisy client's rate (rate ~ U[tau, 1]).
-  real_labels: Optional[str] = None  # real: cifar-N label column (e.g. worse_label).
+  name: str = described('none', 'none | symmetric | pairflip | cifar10_asym | fedln | cleanlab | '
+                        'fedcorr | linear | mixed | choice | real')
+  rate: float = described(0.0, 'symmetric / pairflip / cifar10_asym: flip probability.')
+  noisy_fraction: float = described(1.0, 'F: fraction of clients that are noisy.')
+  level: float = described(0.0, 'fedln / cleanlab: n_l.')
+  sparsity: float = described(0.0, 'fedln / cleanlab: n_s.')
+  shared_matrix: bool = described(False, 'fedln / cleanlab: one matrix for all noisy clients '
+                                  '(FedEFC).')
+  matrix_seed: Optional[int] = described(None, "cleanlab: cleanlab's own seed (client m: +m); "
+                                         'None: from seed.')
+  valid_matrix: bool = described(False, "cleanlab: cleanlab's learnability check "
+                                 '(valid_noise_matrix).')
+  min_rate: float = described(0.0, 'linear / mixed: per-client rates linearly spaced in '
+                              '[min_rate, max_rate].')
+  max_rate: float = described(0.0, "linear / mixed: the last client's rate.")
+  rates: Optional[list] = described(None, "choice: each client's rate drawn from this list "
+                                    '(FedDS).')
+  balanced: bool = described(True, 'choice: give each listed rate to the same number of clients.')
+  flip: str = described('symmetric', 'linear / choice: symmetric | pairflip | cifar10_asym.')
+  rho: float = described(0.0, 'fedcorr: fraction of noisy clients.')
+  tau: float = described(0.0, "fedcorr: lower bound of a noisy client's rate (rate ~ U[tau, 1]).")
+  real_labels: Optional[str] = described(None, 'real: cifar-N label column (e.g. worse_label).')
 
 
 @dataclasses.dataclass
 class ModelConfig:
-  name: str = 'mlp'  # mlp | small_cnn | mnist_cnn | pooled_cnn | cnn9 | resnet20 | vgg9 | resnet18 | resnet34 | audio
-  norm: Optional[str] = None  # group | batch: resnet20 (default group), cnn9, vgg9, resnet18/34 (default batch).
-  width: Optional[int] = None  # mlp hidden units (default 128).
+  name: str = described('mlp', 'mlp | small_cnn | mnist_cnn | pooled_cnn | cnn9 | resnet20 | vgg9 '
+                        '| resnet18 | resnet34 | audio')
+  norm: Optional[str] = described(None, 'group | batch: resnet20 (default group), cnn9, vgg9, '
+                                  'resnet18/34 (default batch).')
+  width: Optional[int] = described(None, 'mlp hidden units (default 128).')
 
   def options(self) -> dict:
     """The model builder's keyword options that the config sets."""
@@ -86,33 +95,37 @@ class MethodConfig:
 @dataclasses.dataclass
 class FLConfig:
   rounds: int = 10
-  participation: float = 1.0  # Fraction q of clients per round, in (0, 1].
-  clients_per_round: Optional[int] = None  # Overrides participation when set.
+  participation: float = described(1.0, 'Fraction q of clients per round, in (0, 1].')
+  clients_per_round: Optional[int] = described(None, 'Overrides participation when set.')
   local_epochs: int = 1
   batch_size: int = 32
-  client_optimizer: str = 'sgd'  # sgd | adam
+  client_optimizer: str = described('sgd', 'sgd | adam')
   client_lr: float = 0.05
   momentum: float = 0.0
   server_lr: float = 1.0
   eval_every: int = 1
   checkpoint_every: int = 5
-  weight_decay: float = 0.0  # Coupled L2 on trainable weights: the gradient gains wd * w.
-  aggregator: str = 'mean'  # See tff_noisy/federated/aggregators/ (README: Aggregators).
-  aggregator_params: dict = dataclasses.field(default_factory=dict)  # The aggregator's.
-  client_runtime: str = 'tff'  # Where clients train: tff (TFF's worker) | tf (this
-  # process, GPU when seen, many clients per call) | tflite (the TFLite interpreter).
-  clients_per_call: Optional[int] = None  # tf runtime: clients stacked in one graph call
-  # (None: as many as fit ~512 MB, at most 1024).
+  weight_decay: float = described(0.0, 'Coupled L2 on trainable weights: the gradient gains wd * '
+                                  'w.')
+  aggregator: str = described('mean', 'See tff_noisy/federated/aggregators/ (README: Aggregators).')
+  aggregator_params: dict = described(text="The aggregator's.", default_factory=dict)
+  client_runtime: str = described('tff', "Where clients train: tff (TFF's worker) | tf (this "
+                                  'process, GPU when seen, many clients per call) | tflite (the '
+                                  'TFLite interpreter).')
+  clients_per_call: Optional[int] = described(None, 'tf runtime: clients stacked in one graph '
+                                              'call (None: as many as fit ~512 MB, at most 1024).')
 
 
 @dataclasses.dataclass
 class FaultsConfig:
   """Simulated faulty clients (README: Faulty clients); the defaults simulate none."""
-  dropout: float = 0.0  # Fraction of each round's sampled clients that never report.
-  byzantine: float = 0.0  # Fraction of all clients that are Byzantine (fixed, from seed).
-  behaviour: str = 'scale'  # scale | sign_flip | gaussian | nan: what a Byzantine client sends.
-  factor: float = 100.0  # scale: the update is multiplied by this.
-  std: float = 1.0  # gaussian: std of the noise sent in place of the update.
+  dropout: float = described(0.0, "Fraction of each round's sampled clients that never report.")
+  byzantine: float = described(0.0, 'Fraction of all clients that are Byzantine (fixed, from '
+                               'seed).')
+  behaviour: str = described('scale', 'scale | sign_flip | gaussian | nan: what a Byzantine '
+                             'client sends.')
+  factor: float = described(100.0, 'scale: the update is multiplied by this.')
+  std: float = described(1.0, 'gaussian: std of the noise sent in place of the update.')
 
   def active(self) -> bool:
     """True when any client can fail."""
@@ -129,7 +142,7 @@ class ExperimentConfig:
   method: MethodConfig = dataclasses.field(default_factory=MethodConfig)
   fl: FLConfig = dataclasses.field(default_factory=FLConfig)
   faults: FaultsConfig = dataclasses.field(default_factory=FaultsConfig)
-  device: str = 'auto'  # auto | cpu | gpu: where TensorFlow runs (tff_noisy/device.py).
+  device: str = described('auto', 'auto | cpu | gpu: where TensorFlow runs (tff_noisy/device.py).')
 
   def to_dict(self) -> dict:
     return dataclasses.asdict(self)

@@ -5,6 +5,7 @@ A method's parameters (``methods/<name>/``), the encoder group (``embeddings.par
 and each aggregator's (``federated.aggregators.params``) derive from ``Params``;
 ``from_mapping`` refuses unknown names with a "did you mean", ``require`` raises the
 :class:`ConfigError` that names the field (``method.params.k``) and what it allows.
+A field's help is its metadata (``described``).
 TensorFlow-free, so a config is checked before anything heavy is imported.
 """
 
@@ -24,6 +25,19 @@ def is_number(value) -> bool:
 
 def is_integer(value) -> bool:
   return isinstance(value, int) and not isinstance(value, bool)
+
+
+def described(default=dataclasses.MISSING, text: str = '', *,
+              default_factory=dataclasses.MISSING) -> dataclasses.Field:
+  """A dataclass field with its one-line help ``text`` in its metadata (``tff-noisy
+  list`` and the configuration reference show it)."""
+  return dataclasses.field(default=default, default_factory=default_factory,
+                           metadata={'help': text})
+
+
+def help_of(field: dataclasses.Field) -> str:
+  """A field's help text (``described``), or ''."""
+  return field.metadata.get('help', '')
 
 
 def did_you_mean(value, choices, cutoff: float = 0.6) -> str:

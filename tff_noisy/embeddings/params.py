@@ -4,17 +4,20 @@ that embed them (FedLN's NNC vote, LSC's neighbours); ``embeddings.encoders`` bu
 import dataclasses
 from typing import Optional
 
-from tff_noisy.params import Params, require
+from tff_noisy.params import described, Params, require
 
 
 @dataclasses.dataclass(frozen=True)
 class EncoderParams(Params):
   """A frozen encoder of client inputs (NNC's kNN vote; LSC's neighbours)."""
-  encoder: str = 'pca'  # 'pca' (label-free, offline), 'random' or a TF-Hub handle / dir.
-  pca_components: int = 50
-  pca_sqrt: bool = False  # PCA of square-rooted inputs (Hellinger distance); inputs >= 0.
-  encoder_input_size: Optional[list] = None  # [height, width] a hub encoder expects.
-  encoder_channels: Optional[int] = None  # Channels a hub encoder expects (gray is tiled).
+  encoder: str = described('pca', "'pca' (label-free, offline), 'random' or a TF-Hub handle / dir.")
+  pca_components: int = described(50, "'pca': the principal components kept (the "
+                                        'embedding width).')
+  pca_sqrt: bool = described(False, 'PCA of square-rooted inputs (Hellinger distance); '
+                             'inputs >= 0.')
+  encoder_input_size: Optional[list] = described(None, '[height, width] a hub encoder expects.')
+  encoder_channels: Optional[int] = described(
+      None, 'Channels a hub encoder expects (gray is tiled).')
 
   def check(self, rounds):
     require(self.pca_components >= 1, 'pca_components', 'an integer >= 1',

@@ -3,7 +3,7 @@ parameter groups several methods share (FedProx's proximal term). TensorFlow-fre
 
 import dataclasses
 
-from tff_noisy.params import Params, require
+from tff_noisy.params import described, Params, require
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,7 +23,7 @@ class MethodSpec:
 
 @dataclasses.dataclass(frozen=True)
 class ProximalParams(Params):
-  mu: float = 0.01  # FedProx proximal strength (Li et al. 2020, Eq. 2).
+  mu: float = described(0.01, 'FedProx proximal strength (Li et al. 2020, Eq. 2).')
 
   def check(self, rounds):
     require(self.mu > 0, 'mu', 'a number > 0 (FedProx)', self.mu)

@@ -5,7 +5,7 @@ it. TensorFlow-free: a config is checked before any factory module is imported."
 import dataclasses
 from typing import ClassVar
 
-from tff_noisy.params import Params, fail, require
+from tff_noisy.params import described, Params, fail, require
 
 _FIELD = 'fl.aggregator_params.'
 
@@ -23,9 +23,9 @@ class AggregatorParams(Params):
 
 @dataclasses.dataclass(frozen=True)
 class GeometricMedianParams(AggregatorParams):
-  max_iter: int = 10  # Weiszfeld steps at most.
-  eps: float = 1e-5  # Tolerance: stop once a step < eps * objective (0: never).
-  smoothing: float = 1e-6  # RFA's nu: floor of every client's distance.
+  max_iter: int = described(10, 'Weiszfeld steps at most.')
+  eps: float = described(1e-5, 'Tolerance: stop once a step < eps * objective (0: never).')
+  smoothing: float = described(1e-6, "RFA's nu: floor of every client's distance.")
 
   def check(self, clients_per_round):
     _require(self.max_iter >= 1, 'max_iter', 'an integer >= 1', self.max_iter)
@@ -35,8 +35,8 @@ class GeometricMedianParams(AggregatorParams):
 
 @dataclasses.dataclass(frozen=True)
 class GeometricMedianPerTensorParams(AggregatorParams):
-  max_iter: int = 10  # Weiszfeld steps at most, per tensor.
-  eps: float = 1e-5  # Distance floor and absolute tolerance (MaskedOptim).
+  max_iter: int = described(10, 'Weiszfeld steps at most, per tensor.')
+  eps: float = described(1e-5, 'Distance floor and absolute tolerance (MaskedOptim).')
 
   def check(self, clients_per_round):
     _require(self.max_iter >= 1, 'max_iter', 'an integer >= 1', self.max_iter)
@@ -45,7 +45,7 @@ class GeometricMedianPerTensorParams(AggregatorParams):
 
 @dataclasses.dataclass(frozen=True)
 class TrimmedMeanParams(AggregatorParams):
-  beta: float = 0.1  # Fraction of clients trimmed at each end, in [0, 0.5).
+  beta: float = described(0.1, 'Fraction of clients trimmed at each end, in [0, 0.5).')
 
   def check(self, clients_per_round):
     _require(0 <= self.beta < 0.5, 'beta', 'a number in [0, 0.5)', self.beta)
@@ -53,7 +53,7 @@ class TrimmedMeanParams(AggregatorParams):
 
 @dataclasses.dataclass(frozen=True)
 class KrumParams(AggregatorParams):
-  f: int = 1  # Byzantine clients tolerated.
+  f: int = described(1, 'Byzantine clients tolerated.')
 
   def check(self, clients_per_round):
     n, f = clients_per_round, self.f
@@ -66,7 +66,7 @@ class KrumParams(AggregatorParams):
 
 @dataclasses.dataclass(frozen=True)
 class MultiKrumParams(KrumParams):
-  m: int = 2  # Clients averaged, in [1, n - f].
+  m: int = described(2, 'Clients averaged, in [1, n - f].')
 
   def check(self, clients_per_round):
     super().check(clients_per_round)

@@ -5,13 +5,13 @@ import dataclasses
 
 from tff_noisy.methods.common import MethodSpec
 from tff_noisy.methods.confident_learning import report
-from tff_noisy.params import Params, require
+from tff_noisy.params import described, Params, require
 
 
 @dataclasses.dataclass(frozen=True)
 class ConfidentLearningParams(Params):
   """Confident Learning (Northcutt et al. 2021; FedLN Table 1's CL, FedEFC's baseline)."""
-  folds: int = 5  # k of the k-fold cross-validation giving out-of-sample probabilities.
+  folds: int = described(5, 'k of the k-fold cross-validation giving out-of-sample probabilities.')
 
   def check(self, rounds):
     require(self.folds >= 2, 'folds', 'an integer >= 2', self.folds)

@@ -5,18 +5,20 @@ import dataclasses
 
 from tff_noisy.methods.common import MethodSpec, ProximalParams
 from tff_noisy.methods.fedds import report
-from tff_noisy.params import Params, require
+from tff_noisy.params import described, Params, require
 
 
 @dataclasses.dataclass(frozen=True)
 class FedDSParams(Params):
-  max_iter: int = 500  # Dawid-Skene EM iterations at most.
-  tol: float = 1e-5  # Stop when no posterior changes by more.
-  use_prior: bool = True  # Class prior in the E-step (the paper); False: uniform ([code]).
-  smoothing: float = 0.0  # Laplace smoothing of the M-step counts.
-  weight_mode: str = 'reliability'  # 'reliability' (Eq. 8) or 'reliability_x_n'.
-  em: str = 'central'  # 'central': the server fits DS on the clients' public-set labels;
-  # 'federated': clients label the public set and the server sees only summed EM terms.
+  max_iter: int = described(500, 'Dawid-Skene EM iterations at most.')
+  tol: float = described(1e-5, 'Stop when no posterior changes by more.')
+  use_prior: bool = described(True, 'Class prior in the E-step (the paper); False: uniform '
+                              '([code]).')
+  smoothing: float = described(0.0, 'Laplace smoothing of the M-step counts.')
+  weight_mode: str = described('reliability', "'reliability' (Eq. 8) or 'reliability_x_n'.")
+  em: str = described('central', "'central': the server fits DS on the clients' public-set "
+                      "labels; 'federated': clients label the public set and the server sees only "
+                      'summed EM terms.')
 
   def check(self, rounds):
     require(self.max_iter >= 1, 'max_iter', 'an integer >= 1', self.max_iter)

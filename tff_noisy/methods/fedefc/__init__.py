@@ -6,17 +6,18 @@ import dataclasses
 
 from tff_noisy.methods.common import MethodSpec
 from tff_noisy.methods.fedefc import report
-from tff_noisy.params import Params, require
+from tff_noisy.params import described, Params, require
 
 
 @dataclasses.dataclass(frozen=True)
 class PrestopParams(Params):
   """FedEFC's prestopping monitor (specs/fedefc.md §2): when training switches phase."""
-  t_mon: int = 10  # Only rounds after t_mon are monitored.
-  gamma: int = 3  # gamma_thr: non-improving monitored rounds that fire the switch.
-  signal: str = 'global'  # 'global': received model's accuracy on own labels (Eq. 2);
-  # 'training': running training accuracy ([code]).
-  rule: str = 'best'  # 'best': beat the best so far ([code]); 'previous': the last round.
+  t_mon: int = described(10, 'Only rounds after t_mon are monitored.')
+  gamma: int = described(3, 'gamma_thr: non-improving monitored rounds that fire the switch.')
+  signal: str = described('global', "'global': received model's accuracy on own labels (Eq. 2); "
+                          "'training': running training accuracy ([code]).")
+  rule: str = described('best', "'best': beat the best so far ([code]); 'previous': the last "
+                        'round.')
 
   def check(self, rounds):
     require(self.t_mon >= 0, 't_mon', 'an integer >= 0', self.t_mon)
@@ -32,13 +33,13 @@ class PrestopParams(Params):
 @dataclasses.dataclass(frozen=True)
 class CorrectionParams(PrestopParams):
   """Forward correction after the switch, with each client's own transition matrix."""
-  prior_comp: bool = False  # [code]'s class-prior compensation of the matrix.
-  report_matrix_error: bool = True  # Simulation: the matrices' errors at the switch.
+  prior_comp: bool = described(False, "[code]'s class-prior compensation of the matrix.")
+  report_matrix_error: bool = described(True, "Simulation: the matrices' errors at the switch.")
 
 
 @dataclasses.dataclass(frozen=True)
 class FedEFCParams(CorrectionParams):
-  normalise: str = 'column'  # Eq. 9: 'column' (p(noisy | true)) or 'row' (ablation).
+  normalise: str = described('column', "Eq. 9: 'column' (p(noisy | true)) or 'row' (ablation).")
 
   def check(self, rounds):
     require(self.normalise in ('column', 'row'), 'normalise', "'column' or 'row'",
@@ -48,7 +49,8 @@ class FedEFCParams(CorrectionParams):
 
 @dataclasses.dataclass(frozen=True)
 class ForwardCorrectionParams(CorrectionParams):
-  anchor_percentile: float = 97.0  # Patrini's anchors: samples at or above it, per class.
+  anchor_percentile: float = described(97.0, "Patrini's anchors: samples at or above it, per "
+                                       'class.')
 
   def check(self, rounds):
     require(0 < self.anchor_percentile <= 100, 'anchor_percentile',

@@ -6,12 +6,13 @@ import dataclasses
 from tff_noisy.embeddings.params import EncoderParams
 from tff_noisy.methods.common import MethodSpec
 from tff_noisy.methods.fedln import report
-from tff_noisy.params import Params, is_number, require
+from tff_noisy.params import described, Params, is_number, require
 
 
 @dataclasses.dataclass(frozen=True)
 class NNCParams(EncoderParams):
-  k: int = 100  # Neighbours in the vote, the sample itself included (clipped to the client).
+  k: int = described(100, 'Neighbours in the vote, the sample itself included (clipped to the '
+                     'client).')
 
   def check(self, rounds):
     require(self.k >= 1, 'k', 'an integer >= 1', self.k)
@@ -21,12 +22,13 @@ class NNCParams(EncoderParams):
 @dataclasses.dataclass(frozen=True)
 class NoiseAwareParams(Params):
   """NA-FedAvg's noise estimation (specs/fedln.md Eq. 2)."""
-  activation_round: int = 25  # R_c: every client takes part and is scored.
-  nu: float = 75.0  # Percentile of the pooled global-model scores used as threshold.
-  temperature: float = 1.0  # Energy-score temperature T.
-  threshold: str = 'pooled'  # 'pooled': server sees scores; 'private': only histograms.
-  score_range: list = (-50.0, 150.0)  # Private variant: histogram range of energy scores.
-  score_bins: int = 4000  # Private variant: histogram bins (tau within one bin width).
+  activation_round: int = described(25, 'R_c: every client takes part and is scored.')
+  nu: float = described(75.0, 'Percentile of the pooled global-model scores used as threshold.')
+  temperature: float = described(1.0, 'Energy-score temperature T.')
+  threshold: str = described('pooled', "'pooled': server sees scores; 'private': only histograms.")
+  score_range: list = described((-50.0, 150.0), 'Private variant: histogram range of energy '
+                                'scores.')
+  score_bins: int = described(4000, 'Private variant: histogram bins (tau within one bin width).')
 
   def check(self, rounds):
     require(0 < self.nu < 100, 'nu', 'a percentile in (0, 100)', self.nu)

@@ -6,17 +6,17 @@ import dataclasses
 from tff_noisy.embeddings.params import EncoderParams
 from tff_noisy.methods.common import MethodSpec
 from tff_noisy.methods.lsc import report
-from tff_noisy.params import require
+from tff_noisy.params import described, require
 
 
 @dataclasses.dataclass(frozen=True)
 class LSCParams(EncoderParams):
   """LSC (specs/lsc.md §2, §4); ``encoder: random`` is a frozen, randomly initialised
   copy of the ``embed pretrain`` backbone: the paper's Table 4 control."""
-  k: int = 4  # In-batch neighbours K from the encoder (clipped to batch size - 1).
-  temperature: float = 0.3  # T of the cosine similarities.
-  lam: float = 3.0  # lambda, the weight of the contrastive term next to cross-entropy.
-  exclude_self: bool = True  # False: the denominator keeps l = j (Eq. 2 as written).
+  k: int = described(4, 'In-batch neighbours K from the encoder (clipped to batch size - 1).')
+  temperature: float = described(0.3, 'T of the cosine similarities.')
+  lam: float = described(3.0, 'lambda, the weight of the contrastive term next to cross-entropy.')
+  exclude_self: bool = described(True, 'False: the denominator keeps l = j (Eq. 2 as written).')
 
   def check(self, rounds):
     require(self.k >= 1, 'k', 'an integer >= 1', self.k)

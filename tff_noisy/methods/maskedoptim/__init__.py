@@ -6,7 +6,7 @@ from typing import Optional
 
 from tff_noisy.methods.common import MethodSpec
 from tff_noisy.methods.maskedoptim import report
-from tff_noisy.params import Params, require
+from tff_noisy.params import described, Params, require
 
 
 @dataclasses.dataclass(frozen=True)
@@ -15,18 +15,22 @@ class MaskedOptimParams(Params):
   logit-adjusted CE; before round warmup_rounds + 1 every client is probed and the GMM
   vote flags the noisy ones for the rest of training. Configs set
   ``fl.aggregator: geometric_median_per_tensor`` (the paper's aggregation)."""
-  warmup_rounds: int = 30  # T_w: detection runs before round T_w + 1 (paper, code 30; code_v1 20).
-  alpha: float = 0.5  # Weight of the compatibility term -log y^d_ŷ.
-  beta: Optional[float] = None  # Weight of the entropy term; null: 0.1 (paper, code), 0.2 (code_v1).
-  tau: float = 0.8  # Share of a batch's smallest-loss samples the mask keeps (paper, code).
-  label_lr: float = 1000.0  # η: plain GD rate of the label logits (batch-mean gradient).
-  label_scale: float = 10.0  # K: label logits start at K·onehot; the merge rescales by K.
-  zeta: float = 0.8  # Pre-merge ζ (Eq. 16): a noisy client's update is scaled by ζ.
-  mask: bool = True  # False: the no-mask ablation (every sample's m = 1).
-  loss_variant: str = 'paper'  # 'paper' (§2.3), 'code' (§8.1: the released code now) or
-  # 'code_v1' (its first commit: LogitClip, argmax mask).
-  logit_clip: float = 1.0  # τ_c of LogitClip (code_v1 only).
-  gmm_fits: int = 9  # GMM fits (random_state 0..gmm_fits-1) in the detection vote.
+  warmup_rounds: int = described(30, 'T_w: detection runs before round T_w + 1 (paper, code 30; '
+                                 'code_v1 20).')
+  alpha: float = described(0.5, 'Weight of the compatibility term -log y^d_ŷ.')
+  beta: Optional[float] = described(None, 'Weight of the entropy term; null: 0.1 (paper, code), '
+                                    '0.2 (code_v1).')
+  tau: float = described(0.8, "Share of a batch's smallest-loss samples the mask keeps (paper, "
+                         'code).')
+  label_lr: float = described(1000.0, 'η: plain GD rate of the label logits (batch-mean gradient).')
+  label_scale: float = described(10.0, 'K: label logits start at K·onehot; the merge rescales by '
+                                 'K.')
+  zeta: float = described(0.8, "Pre-merge ζ (Eq. 16): a noisy client's update is scaled by ζ.")
+  mask: bool = described(True, "False: the no-mask ablation (every sample's m = 1).")
+  loss_variant: str = described('paper', "'paper' (§2.3), 'code' (§8.1: the released code now) or "
+                                "'code_v1' (its first commit: LogitClip, argmax mask).")
+  logit_clip: float = described(1.0, 'τ_c of LogitClip (code_v1 only).')
+  gmm_fits: int = described(9, 'GMM fits (random_state 0..gmm_fits-1) in the detection vote.')
 
   def beta_value(self) -> float:
     """β: the configured one, else the variant's default."""

@@ -13,13 +13,13 @@ Each works with every aggregator and client runtime, TFLite included.
 import dataclasses
 
 from tff_noisy.methods.common import MethodSpec
-from tff_noisy.params import Params, require
+from tff_noisy.params import described, Params, require
 
 
 @dataclasses.dataclass(frozen=True)
 class LabelSmoothingParams(Params):
   """Label smoothing (Müller et al. 2019; FedLN Table 1's LS)."""
-  smoothing: float = 0.1  # s: targets (1 - s)·onehot + s/C (FedLN does not state its s).
+  smoothing: float = described(0.1, 's: targets (1 - s)·onehot + s/C (FedLN does not state its s).')
 
   def check(self, rounds):
     require(0 <= self.smoothing < 1, 'smoothing', 'a number in [0, 1)', self.smoothing)
@@ -30,10 +30,10 @@ class LabelSmoothingParams(Params):
 class BiTemperedParams(Params):
   """Bi-tempered logistic loss (Amid et al. 2019; FedLN Table 1's Bi-Temp). FedLN does
   not state its temperatures; the defaults are a mild pair from Amid et al.'s range."""
-  t1: float = 0.8  # Temperature of the loss' log, in (0, 1] (1: the log's own).
-  t2: float = 1.2  # Temperature of the tempered softmax, >= 1 (heavier tail above 1).
-  smoothing: float = 0.0  # Amid et al.'s code: (1 - C/(C-1)·s)·onehot + s/(C-1).
-  num_iters: int = 5  # Fixed-point iterations of the softmax's normaliser.
+  t1: float = described(0.8, "Temperature of the loss' log, in (0, 1] (1: the log's own).")
+  t2: float = described(1.2, 'Temperature of the tempered softmax, >= 1 (heavier tail above 1).')
+  smoothing: float = described(0.0, "Amid et al.'s code: (1 - C/(C-1)·s)·onehot + s/(C-1).")
+  num_iters: int = described(5, "Fixed-point iterations of the softmax's normaliser.")
 
   def check(self, rounds):
     require(0 < self.t1 <= 1, 't1', 'a number in (0, 1]', self.t1)
@@ -46,9 +46,9 @@ class BiTemperedParams(Params):
 @dataclasses.dataclass(frozen=True)
 class SymmetricCEParams(Params):
   """Symmetric cross-entropy (Wang et al. 2019; LSC's and MaskedOptim's SCE baseline)."""
-  alpha: float = 0.1  # Weight of cross-entropy (Wang et al.'s CIFAR-10 value).
-  beta: float = 1.0  # Weight of reverse cross-entropy (Wang et al.'s CIFAR-10 value).
-  log_zero: float = -4.0  # A: log 0 in the reverse cross-entropy (Wang et al.).
+  alpha: float = described(0.1, "Weight of cross-entropy (Wang et al.'s CIFAR-10 value).")
+  beta: float = described(1.0, "Weight of reverse cross-entropy (Wang et al.'s CIFAR-10 value).")
+  log_zero: float = described(-4.0, 'A: log 0 in the reverse cross-entropy (Wang et al.).')
 
   def check(self, rounds):
     require(self.alpha >= 0, 'alpha', 'a number >= 0', self.alpha)
@@ -61,7 +61,8 @@ class SymmetricCEParams(Params):
 @dataclasses.dataclass(frozen=True)
 class GCEParams(Params):
   """Generalized cross-entropy (Zhang & Sabuncu 2018; MaskedOptim's GCE baseline)."""
-  q: float = 0.7  # (1 - p_y^q)/q: q -> 0 is cross-entropy, q = 1 MAE (their default 0.7).
+  q: float = described(0.7, '(1 - p_y^q)/q: q -> 0 is cross-entropy, q = 1 MAE (their default '
+                       '0.7).')
 
   def check(self, rounds):
     require(0 < self.q <= 1, 'q', 'a number in (0, 1]', self.q)
