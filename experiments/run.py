@@ -153,7 +153,12 @@ def _cmd_worker(args) -> None:
 
 
 def _cmd_list(args) -> None:
-  print(catalog.render(args.section))
+  if args.markdown:
+    if args.section is not None:
+      raise config_lib.ConfigError('list --markdown: the whole reference, no SECTION')
+    print(catalog.reference_markdown(), end='')
+  else:
+    print(catalog.render(args.section))
 
 
 def _cmd_evaluate(args) -> None:
@@ -270,6 +275,8 @@ def _parser() -> argparse.ArgumentParser:
   listing.add_argument('section', nargs='?', metavar='SECTION',
                        help=f"one of {', '.join(catalog.SECTIONS)} (default: all), or "
                        f'{catalog.CONFIG}: every config field with its default')
+  listing.add_argument('--markdown', action='store_true',
+                       help=f'the whole listing as {catalog.REFERENCE} (Markdown)')
   listing.set_defaults(func=_cmd_list)
 
   evaluating = sub.add_parser('evaluate', help="a finished run's final model on the test "

@@ -187,6 +187,11 @@ def test_cli_list(capsys):
       'methods, aggregators, models, datasets, noise, partitions, faults, config\n')
   cli.main(['list', 'config'])
   assert capsys.readouterr().out == catalog.config_defaults() + '\n'
+  cli.main(['list', '--markdown'])
+  assert capsys.readouterr().out == catalog.reference_markdown()
+  with pytest.raises(SystemExit):
+    cli.main(['list', 'models', '--markdown'])
+  assert 'list --markdown: the whole reference, no SECTION' in capsys.readouterr().err
 
 
 def test_list_imports_no_tensorflow():
@@ -196,3 +201,12 @@ def test_list_imports_no_tensorflow():
                         timeout=60, cwd=_ROOT, check=True)
   assert done.stdout.splitlines()[-1] == 'False'
   assert done.stdout.startswith('methods (method.name')
+
+
+def test_the_configuration_reference_is_current():
+  path = os.path.join(os.path.dirname(__file__), '..', catalog.REFERENCE)
+  with open(path) as f:
+    committed = f.read()
+  assert committed == catalog.reference_markdown(), (
+      f'{catalog.REFERENCE} is stale: regenerate it with '
+      f'`.venv/bin/tff-noisy list --markdown > {catalog.REFERENCE}`')

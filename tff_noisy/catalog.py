@@ -128,6 +128,7 @@ SECTIONS = {
     'faults': _faults,
 }
 CONFIG = 'config'  # ``tff-noisy list config``: every config field with its default.
+REFERENCE = 'docs/configuration.md'  # ``tff-noisy list --markdown`` writes its text.
 
 
 def section(name: str) -> Section:
@@ -160,8 +161,8 @@ def _param_lines(params: tuple, indent: str) -> list:
 
 def config_defaults() -> str:
   """Every field of a config file with the value it takes when the file leaves it out,
-  as YAML, each with its field's help from ``config.py`` (the README's configuration
-  block is this text; a test keeps them equal)."""
+  as YAML, each with its field's help from ``config.py`` (the configuration reference
+  holds this text)."""
   defaults = config_lib.ExperimentConfig()
   top_helps = field_helps(config_lib.ExperimentConfig)
   lines = []
@@ -195,3 +196,22 @@ def render(name: Optional[str] = None) -> str:
       lines += _param_lines(part.fields, '    ')
     blocks.append('\n'.join(lines))
   return '\n\n'.join(blocks)
+
+
+def reference_markdown() -> str:
+  """The configuration reference (``REFERENCE``): every field with its default, then every
+  section's choices with their parameters; ``tests/test_catalog.py`` fails when the
+  committed page differs."""
+  parts = [
+      '# Configuration reference\n',
+      'Generated from the registries that validate a config by `tff-noisy list --markdown`; '
+      'do not edit it by hand. After a change to a registry or a field, regenerate it: '
+      f'`.venv/bin/tff-noisy list --markdown > {REFERENCE}` (a test fails until then).\n',
+      '## Every field and its default\n',
+      'A field a config file leaves out takes this value (`tff-noisy list config`).\n',
+      f'```yaml\n{config_defaults()}\n```\n']
+  for name in SECTIONS:
+    parts.append(f'## {name}\n')
+    parts.append(f'`tff-noisy list {name}`\n')
+    parts.append(f'```\n{render(name)}\n```\n')
+  return '\n'.join(parts)

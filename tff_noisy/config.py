@@ -107,7 +107,7 @@ class FLConfig:
   checkpoint_every: int = 5
   weight_decay: float = described(0.0, 'Coupled L2 on trainable weights: the gradient gains wd * '
                                   'w.')
-  aggregator: str = described('mean', 'See tff_noisy/federated/aggregators/ (README: Aggregators).')
+  aggregator: str = described('mean', 'See tff_noisy/federated/aggregators/ (docs/methods.md).')
   aggregator_params: dict = described(text="The aggregator's.", default_factory=dict)
   client_runtime: str = described('tff', "Where clients train: tff (TFF's worker) | tf (this "
                                   'process, GPU when seen, many clients per call) | tflite (the '
@@ -118,7 +118,7 @@ class FLConfig:
 
 @dataclasses.dataclass
 class FaultsConfig:
-  """Simulated faulty clients (README: Faulty clients); the defaults simulate none."""
+  """Simulated faulty clients (docs/guide.md: Faulty clients); the defaults simulate none."""
   dropout: float = described(0.0, "Fraction of each round's sampled clients that never report.")
   byzantine: float = described(0.0, 'Fraction of all clients that are Byzantine (fixed, from '
                                'seed).')

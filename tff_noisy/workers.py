@@ -146,7 +146,7 @@ def serve(port: int, max_concurrent_calls: int = -1, host: str = '0.0.0.0') -> N
         f"--host: {host!r} cannot be honoured: TFF 0.87's worker_binary takes only a port "
         f"and listens on every interface (--host {' | '.join(EVERY_INTERFACE)}); to keep "
         'a worker private, open its port only to the driver (firewall) or reach it through '
-        'an SSH tunnel (README: Running on several machines)')
+        'an SSH tunnel (docs/guide.md: Running on several machines)')
   if not 1 <= port <= 65535:
     raise errors.UserError(f'--port: {port} is not in 1-65535')
   _check_port_free(port)

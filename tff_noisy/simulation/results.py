@@ -1,6 +1,6 @@
 """What a run leaves behind: results.json, metrics.csv, TensorBoard summaries, final weights.
 
-``results.json`` schema (documented in the README):
+``results.json`` schema (documented in docs/results-schema.md):
   config           the full ExperimentConfig as a mapping
   data_hash        cache key of the federated data (same hash: byte-identical data)
   method, params   method name and its resolved parameters

@@ -1,5 +1,5 @@
-"""The README's "How to add a method" example is real code: import it and use it; its
-configuration block is every default the code uses."""
+"""The architecture page's "How to add a method" example is real code: import it and use
+it."""
 import os
 import re
 import sys
@@ -8,19 +8,18 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tff_noisy import catalog
 from tff_noisy import methods
 from tff_noisy.errors import ConfigError
 
-_README = os.path.join(os.path.dirname(__file__), '..', 'README.md')
+_PAGE = os.path.join(os.path.dirname(__file__), '..', 'docs', 'architecture.md')
 
 
 @pytest.fixture
 def taylor(tmp_path, monkeypatch):
-  with open(_README) as f:
+  with open(_PAGE) as f:
     section = f.read().split('## How to add a method', 1)[1]
   code = re.search(r'```python\n(.*?)```', section, re.S).group(1)
-  assert len(code.strip().splitlines()) < 40  # The README promises a method in < 40 lines.
+  assert len(code.strip().splitlines()) < 40  # The page promises a method in < 40 lines.
   package = tmp_path / 'my_package'
   package.mkdir()
   (package / '__init__.py').write_text('')
@@ -33,7 +32,7 @@ def taylor(tmp_path, monkeypatch):
     sys.modules.pop(name, None)
 
 
-def test_readme_method_registers_validates_and_computes_its_loss(taylor):
+def test_the_example_method_registers_validates_and_computes_its_loss(taylor):
   assert methods.method_class('taylor_ce') is taylor.Taylor
   assert methods.resolve_params('taylor_ce', {}, rounds=5).order == 2
   with pytest.raises(ConfigError, match='method.params.order: needs an integer >= 1'):
@@ -47,11 +46,3 @@ def test_readme_method_registers_validates_and_computes_its_loss(taylor):
   gap = 1 - tf.nn.softmax(logits).numpy()[[0, 1], labels]
   got = objective.loss({'y': labels}, logits, None, {}, {}, None).numpy()
   np.testing.assert_allclose(got, gap + gap ** 2 / 2 + gap ** 3 / 3, rtol=1e-5)
-
-
-def test_the_configuration_block_is_the_code_s_defaults():
-  with open(_README) as f:
-    section = f.read().split('## Configuration', 1)[1]
-  block = re.search(r'```yaml\n(.*?)```', section, re.S).group(1)
-  assert block.rstrip('\n') == catalog.config_defaults(), (
-      'README.md\'s configuration block differs from `tff-noisy list config`: paste that in')
