@@ -13,7 +13,7 @@
   tff-noisy evaluate RUN_DIR
   tff-noisy list [methods|aggregators|models|datasets|noise|partitions]
   tff-noisy report DIR   (a run, compare or grid directory: writes DIR/report.md + PNGs)
-  tff-noisy reproduce PAPER [--table T] [--scale cpu|paper] [--seeds 0,1,2] --out DIR
+  tff-noisy reproduce PAPER [--table T] [--scale cpu|paper] [--seeds 0,1,2] [--set ...] --out DIR
       [--resume | --overwrite];  tff-noisy reproduce --list
 
 --verbose (before or after the command) shows TensorFlow's start-up log and library
@@ -188,12 +188,13 @@ def _cmd_reproduce(args) -> None:
     raise config_lib.ConfigError('reproduce: give PAPER and --out DIR (or --list); '
                                  f"papers: {', '.join(reproduce.papers())}")
   table = reproduce.table_of(args.paper, args.table)
-  config_path, overrides, names, settings, seeds = reproduce.plan(
-      table, args.scale, _seeds(args.seeds) if args.seeds else None)
+  plan = reproduce.plan(table, args.scale, _seeds(args.seeds) if args.seeds else None,
+                        args.set)
   with run_dir.claim(args.out, resume=args.resume, overwrite=args.overwrite):
-    studies.grid(config_path, overrides, names, settings, seeds, args.out,
-                 lambda config, out, choices: _run(config, out, args, choices),
-                 paper=table.study(args.scale))
+    studies.grid(plan.config_path, plan.overrides, plan.methods, plan.settings, plan.seeds,
+                 args.out, lambda config, out, choices: _run(config, out, args, choices),
+                 paper=table.study(args.scale, args.set),
+                 method_overrides=plan.method_overrides)
   path, figures = report.write_report(args.out)
   print(f'{table.paper} {table.cite} at scale {args.scale}: wrote {path} and '
         f'{len(figures)} figure(s)')
@@ -295,6 +296,9 @@ def _parser() -> argparse.ArgumentParser:
                            help='cpu: a protocol for 2 CPU cores in the paper\'s regime; '
                            "paper: the paper's dataset, model and rounds (default: cpu)")
   reproducing.add_argument('--seeds', help="comma-separated seeds (default: the protocol's)")
+  reproducing.add_argument('--set', action='append', default=[], metavar='KEY=VALUE',
+                           help='override a config value in every cell, beyond the protocol '
+                           '(e.g. fl.client_runtime=tf on a GPU machine); the report says so')
   reproducing.add_argument('--out', help='output directory (a grid directory)')
   reuse = reproducing.add_mutually_exclusive_group()
   reuse.add_argument('--resume', action='store_true',

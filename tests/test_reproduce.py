@@ -16,6 +16,7 @@ _PROTOCOL = '''
 paper: toy
 baseline: fedavg
 citation: "A. Author, A toy paper, 2026"
+method_set: {fedprox: ["fl.aggregator=coordinate_median"]}
 tables:
   table2:
     cite: "Table 2"
@@ -75,8 +76,32 @@ def test_the_paper_scale_is_refused_up_front_without_its_dataset(toy, monkeypatc
     reproduce.plan(toy, 'paper')
 
 
+def test_a_method_s_own_overrides_and_the_command_s_apply_to_its_runs(toy):
+  plan = reproduce.plan(toy, 'cpu', extra=['fl.client_runtime=tf'])
+  assert plan.method_overrides == {'fedprox': ['fl.aggregator=coordinate_median']}
+  runs = studies.plan_grid(plan.config_path, plan.overrides, plan.methods, plan.settings,
+                           plan.seeds, plan.method_overrides)
+  assert {(r.method, r.config.fl.aggregator, r.config.fl.client_runtime) for r in runs} == {
+      ('fedavg', 'mean', 'tf'), ('fedprox', 'coordinate_median', 'tf')}
+  assert {r.config.noise.rate for r in runs} == {0.2, 0.6}  # The settings still apply.
+  study = toy.study('cpu', ['fl.client_runtime=tf'])
+  assert study['extra_overrides'] == ['fl.client_runtime=tf']
+  assert study['method_overrides'] == plan.method_overrides
+
+
+def test_the_paper_s_participation_wins_over_the_config_s_clients_per_round(tmp_path,
+                                                                           monkeypatch):
+  protocol = _PROTOCOL.replace('clients: 100, rounds: 120', 'clients: 100, rounds: 120, '
+                               'participation: 0.1')
+  (tmp_path / 'toy.yaml').write_text(textwrap.dedent(protocol))
+  monkeypatch.setattr(reproduce, 'PROTOCOL_DIR', str(tmp_path))
+  overrides = reproduce.table_of('toy', None).scales['paper'].overrides
+  assert overrides.index('fl.participation=0.1') < overrides.index(
+      'fl.clients_per_round=null')
+
+
 def test_the_report_sets_our_cells_beside_the_papers(toy, tmp_path):
-  config_path, overrides, methods, settings, seeds = reproduce.plan(toy, 'cpu')
+  config_path, overrides, methods, settings, seeds, _ = reproduce.plan(toy, 'cpu')
   accuracy = {('fedavg', 'sym0.2'): 0.70, ('fedprox', 'sym0.2'): 0.74,
               ('fedavg', 'sym0.6'): 0.40, ('fedprox', 'sym0.6'): 0.44}
 
@@ -97,6 +122,7 @@ def test_the_report_sets_our_cells_beside_the_papers(toy, tmp_path):
                paper=toy.study('cpu'))
   text = open(report.write_report(str(out))[0]).read()
   assert '## Beside the paper: toy Table 2' in text
+  assert '`fedprox` runs with `fl.aggregator=coordinate_median`' in text
   # Best round, mean ± std over seeds 0 and 1 (0.70, 0.71), beside the paper's 80.00.
   assert '| Sym. 0.2 | fedavg (FedAvg) | 80.00 | 70.50 ± 0.50 | 65.50 ± 0.50 | 2 |' in text
   assert '| Sym. 0.6 | fedprox | -2.00 | +4.00 |' in text  # The paper's gap, ours.
@@ -115,6 +141,16 @@ def test_every_shipped_protocol_loads_and_its_cpu_cells_validate():
       for setting, row in table.paper_numbers.items():
         assert setting in table.settings and set(row) <= set(table.methods), table.id
       if 'cpu' in table.scales:
-        config_path, overrides, methods, settings, seeds = reproduce.plan(table, 'cpu')
-        checked += len(studies.plan_grid(config_path, overrides, methods, settings, seeds))
+        plan = reproduce.plan(table, 'cpu')
+        checked += len(studies.plan_grid(plan.config_path, plan.overrides, plan.methods,
+                                         plan.settings, plan.seeds, plan.method_overrides))
   assert checked >= 36
+
+
+def test_maskedoptim_aggregates_as_its_paper_and_its_baselines_with_the_mean():
+  plan = reproduce.plan(reproduce.table_of('maskedoptim', 'table3_cifar10'), 'cpu')
+  runs = studies.plan_grid(plan.config_path, plan.overrides, plan.methods, plan.settings,
+                           plan.seeds[:1], plan.method_overrides)
+  assert {(r.method, r.config.fl.aggregator) for r in runs} == {
+      ('fedavg', 'mean'), ('fedprox', 'mean'),
+      ('maskedoptim', 'geometric_median_per_tensor')}

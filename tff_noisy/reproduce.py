@@ -21,7 +21,7 @@ adds the table beside the paper's (``render``). TensorFlow-free.
 
 import dataclasses
 import os
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, NamedTuple, Optional
 
 import numpy as np
 
@@ -72,15 +72,22 @@ class Table:
   settings: Dict[str, str]  # Setting id -> the paper's label.
   paper_numbers: Dict[str, Dict[str, Optional[float]]]  # Setting -> method -> value (%).
   scales: Dict[str, Scale]
+  # Method -> overrides for its runs only, last (the protocol's ``method_set``: e.g. the
+  # paper's method aggregates with another rule than its baselines).
+  method_overrides: Dict[str, list] = dataclasses.field(default_factory=dict)
 
-  def study(self, scale: str) -> dict:
-    """What ``manifest.json`` keeps of the table for the report."""
+  def study(self, scale: str, extra: Optional[list] = None) -> dict:
+    """What ``manifest.json`` keeps of the table for the report (``extra``: the
+    command's ``--set`` overrides)."""
     return {'paper': self.paper, 'table': self.id, 'citation': self.citation,
             'cite': self.cite, 'caption': self.caption, 'metric': self.metric,
             'metric_note': self.metric_note, 'methods': self.methods,
             'baseline': self.baseline,
             'settings': self.settings, 'numbers': self.paper_numbers, 'scale': scale,
-            'scale_note': self.scales[scale].note}
+            'scale_note': self.scales[scale].note,
+            'method_overrides': {m: o for m, o in self.method_overrides.items()
+                                 if m in self.scales[scale].methods},
+            'extra_overrides': list(extra or [])}
 
 
 def papers() -> List[str]:
@@ -99,6 +106,8 @@ def load(paper: str) -> Dict[str, Table]:
                       f"Allowed: {', '.join(papers())}")
   with open(os.path.join(PROTOCOL_DIR, f'{paper}.yaml')) as f:
     protocol = yamlio.load(f)
+  method_overrides = {name: list(values)
+                      for name, values in (protocol.get('method_set') or {}).items()}
   tables = {}
   for table_id, table in protocol['tables'].items():
     settings = {s['id']: s.get('label', s['id']) for s in table['settings']}
@@ -113,7 +122,9 @@ def load(paper: str) -> Dict[str, Table]:
         table['metric'], table.get('metric_note', ''), dict(table['methods']),
         protocol['baseline'], settings,
         {sid: {m: _number(c) for m, c in (row or {}).items()}
-         for sid, row in (table.get('paper_numbers') or {}).items()}, scales)
+         for sid, row in (table.get('paper_numbers') or {}).items()}, scales,
+        {name: values for name, values in method_overrides.items()
+         if name in table['methods']})
   return tables
 
 
@@ -123,9 +134,11 @@ def _scale(scale: str, spec: dict, table: dict, paper_overrides: dict) -> Scale:
   overrides = list(spec.get('set') or [])
   if scale == 'paper':  # The paper's fields first; the scale's own overrides win.
     fields = table.get('paper_scale') or {}
-    overrides = [f'{key}={fields[name]}' for name, key in _PAPER_FIELDS.items()
-                 if fields.get(name) is not None] + list(fields.get('partition') or []) + (
-                     overrides)
+    paper_fields = [f'{key}={fields[name]}' for name, key in _PAPER_FIELDS.items()
+                    if fields.get(name) is not None]
+    if fields.get('participation') is not None:  # The paper's fraction of the clients
+      paper_fields.append('fl.clients_per_round=null')  # wins over the config's count.
+    overrides = paper_fields + list(fields.get('partition') or []) + overrides
   chosen = spec.get('settings') or list(paper_overrides)
   if not isinstance(chosen, dict):
     chosen = {sid: None for sid in chosen}
@@ -174,9 +187,20 @@ def listing() -> str:
   return '\n'.join(lines)
 
 
-def plan(table: Table, scale: str, seeds: Optional[list] = None) -> Tuple[str, list, list,
-                                                                           list, list]:
-  """``(config path, overrides, methods, settings, seeds)`` of ``studies.grid``.
+class Plan(NamedTuple):
+  """What ``studies.grid`` runs for one table at one scale."""
+  config_path: str
+  overrides: list  # For every cell: the scale's, then the command's ``--set``.
+  methods: list
+  settings: list  # studies.Setting each.
+  seeds: list
+  method_overrides: Dict[str, list]  # Method -> its own overrides (``Table``).
+
+
+def plan(table: Table, scale: str, seeds: Optional[list] = None,
+         extra: Optional[list] = None) -> Plan:
+  """The grid of ``table`` at ``scale``; ``extra``: ``--set`` overrides for every cell
+  (where a setting sets the same field, the setting wins).
 
   ``--scale paper`` is checked here, before any work: the dataset must be on disk.
   """
@@ -186,12 +210,14 @@ def plan(table: Table, scale: str, seeds: Optional[list] = None) -> Tuple[str, l
   spec = table.scales[scale]
   root = os.path.join(os.path.dirname(__file__), '..')
   config_path = os.path.join(root, spec.config)
-  settings = [studies.Setting(sid, overrides, ','.join(overrides))
-              for sid, overrides in spec.settings.items()]
+  overrides = spec.overrides + list(extra or [])
+  settings = [studies.Setting(sid, setting, ','.join(setting))
+              for sid, setting in spec.settings.items()]
   if scale == 'paper':
-    config = config_lib.load(config_path, spec.overrides + settings[0].overrides)
+    config = config_lib.load(config_path, overrides + settings[0].overrides)
     _check_dataset_present(config)
-  return config_path, spec.overrides, spec.methods, settings, list(seeds or spec.seeds)
+  return Plan(config_path, overrides, spec.methods, settings, list(seeds or spec.seeds),
+              table.study(scale)['method_overrides'])
 
 
 def _check_dataset_present(config) -> None:
@@ -224,6 +250,11 @@ def render(w: reporting.Writer, groups: dict, paper: dict) -> None:
   w.add(f'{paper["citation"]}. {paper["caption"]} The paper\'s metric: '
         f'{paper["metric"]} ({paper["metric_note"] or "no definition given"}); {ours}, '
         f'mean ± std over seeds, at scale `{paper["scale"]}`: {paper["scale_note"]}', '')
+  for method, overrides in (paper.get('method_overrides') or {}).items():
+    w.add(f'`{method}` runs with `{" ".join(overrides)}` (its paper\'s set-up).', '')
+  if paper.get('extra_overrides'):
+    w.add(f'Every cell ran with `--set {" --set ".join(paper["extra_overrides"])}`, '
+          'beyond the protocol.', '')
   also = [m for m in ('last10', 'best') if m != metric]  # Shown for every table.
   rows, gaps, rankings = [], [], []
   for setting, label in paper['settings'].items():

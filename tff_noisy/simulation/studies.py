@@ -100,15 +100,26 @@ def plan_compare(config: config_lib.ExperimentConfig, names: list) -> List[Plann
 
 
 def plan_grid(config_path: str, overrides: list, names: list, settings: List[Setting],
-              seeds: list) -> List[PlannedRun]:
-  """Every method x setting x seed, in ``OUT/SETTING/seedN/METHOD``; validated first."""
+              seeds: list, method_overrides: Optional[Dict[str, list]] = None
+              ) -> List[PlannedRun]:
+  """Every method x setting x seed, in ``OUT/SETTING/seedN/METHOD``; validated first.
+
+  ``method_overrides``: method -> ``--set`` overrides applied last to that method's runs
+  only (a paper's methods that aggregate differently, say).
+  """
+  method_overrides = method_overrides or {}
   runs = []
   for setting in settings:
     for seed in seeds:
-      base = config_lib.load(config_path, overrides + setting.overrides + [f'seed={seed}'])
-      runs += [PlannedRun(os.path.join(setting.name, f'seed{seed}', name), name,
-                          method_cfg, choices, setting.name, seed)
-               for name, (method_cfg, choices) in method_configs(base, names).items()]
+      cell = overrides + setting.overrides + [f'seed={seed}']
+      configs = method_configs(config_lib.load(config_path, cell), names)
+      for name in names:
+        if method_overrides.get(name):
+          own = config_lib.load(config_path, cell + method_overrides[name])
+          configs[name] = _validated_method_config(own, name)
+        method_cfg, choices = configs[name]
+        runs.append(PlannedRun(os.path.join(setting.name, f'seed{seed}', name), name,
+                               method_cfg, choices, setting.name, seed))
   return runs
 
 
@@ -155,11 +166,13 @@ def compare(config: config_lib.ExperimentConfig, names: list, out: str,
 
 
 def grid(config_path: str, overrides: list, names: list, settings: List[Setting],
-         seeds: list, out: str, run: Callable, paper: Optional[dict] = None) -> str:
+         seeds: list, out: str, run: Callable, paper: Optional[dict] = None,
+         method_overrides: Optional[Dict[str, list]] = None) -> str:
   """Runs every method x setting x seed (``run(config, out_dir, choices)`` each) after
-  writing the manifest; writes ``grid.csv`` and ``grid.md``; returns the Markdown table."""
+  writing the manifest; writes ``grid.csv`` and ``grid.md``; returns the Markdown table.
+  ``method_overrides``: see ``plan_grid``."""
   settings = settings or [Setting.parse('')]
-  planned = plan_grid(config_path, overrides, names, settings, seeds)
+  planned = plan_grid(config_path, overrides, names, settings, seeds, method_overrides)
   write_manifest(out, 'grid', planned, names, seeds, {s.name: s.label for s in settings},
                  paper)
   scores = {}
