@@ -76,6 +76,11 @@ class Table:
   # paper's method aggregates with another rule than its baselines).
   method_overrides: Dict[str, list] = dataclasses.field(default_factory=dict)
 
+  def method_overrides_at(self, scale: str) -> Dict[str, list]:
+    """The method overrides of the methods ``scale`` runs."""
+    return {m: o for m, o in self.method_overrides.items()
+            if m in self.scales[scale].methods}
+
   def study(self, scale: str, extra: Optional[list] = None) -> dict:
     """What ``manifest.json`` keeps of the table for the report (``extra``: the
     command's ``--set`` overrides)."""
@@ -85,8 +90,7 @@ class Table:
             'baseline': self.baseline,
             'settings': self.settings, 'numbers': self.paper_numbers, 'scale': scale,
             'scale_note': self.scales[scale].note,
-            'method_overrides': {m: o for m, o in self.method_overrides.items()
-                                 if m in self.scales[scale].methods},
+            'method_overrides': self.method_overrides_at(scale),
             'extra_overrides': list(extra or [])}
 
 
@@ -217,7 +221,7 @@ def plan(table: Table, scale: str, seeds: Optional[list] = None,
     config = config_lib.load(config_path, overrides + settings[0].overrides)
     _check_dataset_present(config)
   return Plan(config_path, overrides, spec.methods, settings, list(seeds or spec.seeds),
-              table.study(scale)['method_overrides'])
+              table.method_overrides_at(scale))
 
 
 def _check_dataset_present(config) -> None:
