@@ -13,8 +13,8 @@
   tff-noisy evaluate RUN_DIR
   tff-noisy list [methods|aggregators|models|datasets|noise|partitions]
   tff-noisy report DIR   (a run, compare or grid directory: writes DIR/report.md + PNGs)
-  tff-noisy reproduce PAPER [--table T] [--scale cpu|paper] [--seeds 0,1,2] [--set ...] --out DIR
-      [--resume | --overwrite];  tff-noisy reproduce --list
+  tff-noisy reproduce PAPER [--table T] [--scale cpu|paper] [--settings S,..] [--methods M,..]
+      [--seeds 0,1,2] [--set ...] --out DIR [--resume | --overwrite];  tff-noisy reproduce --list
 
 --verbose (before or after the command) shows TensorFlow's start-up log and library
 warnings, which are hidden by default.
@@ -26,6 +26,7 @@ import os
 import signal
 import sys
 import warnings
+from typing import Optional
 
 from tff_noisy import catalog
 from tff_noisy import config as config_lib
@@ -100,8 +101,13 @@ def _cmd_run(args) -> None:
         f'last-10 mean {results.last10_accuracy:.4f}  -> {args.out}')
 
 
+def _names(text: Optional[str]) -> Optional[list]:
+  """A comma-separated list, or None when the flag was not given."""
+  return None if text is None else [name.strip() for name in text.split(',') if name.strip()]
+
+
 def _method_names(methods: str) -> list:
-  names = [m.strip() for m in methods.split(',') if m.strip()]
+  names = _names(methods)
   if not names:
     raise config_lib.ConfigError('--methods: give at least one method, e.g. fedavg,fedprox')
   return names
@@ -189,7 +195,7 @@ def _cmd_reproduce(args) -> None:
                                  f"papers: {', '.join(reproduce.papers())}")
   table = reproduce.table_of(args.paper, args.table)
   plan = reproduce.plan(table, args.scale, _seeds(args.seeds) if args.seeds else None,
-                        args.set)
+                        args.set, _names(args.settings), _names(args.methods))
   with run_dir.claim(args.out, resume=args.resume, overwrite=args.overwrite):
     studies.grid(plan.config_path, plan.overrides, plan.methods, plan.settings, plan.seeds,
                  args.out, lambda config, out, choices: _run(config, out, args, choices),
@@ -296,6 +302,10 @@ def _parser() -> argparse.ArgumentParser:
                            help='cpu: a protocol for 2 CPU cores in the paper\'s regime; '
                            "paper: the paper's dataset, model and rounds (default: cpu)")
   reproducing.add_argument('--seeds', help="comma-separated seeds (default: the protocol's)")
+  reproducing.add_argument('--settings', help="comma-separated setting ids, only these of "
+                           "the table's (default: the protocol's; see the protocol file)")
+  reproducing.add_argument('--methods', help="comma-separated methods, only these of the "
+                           "table's (default: every one)")
   reproducing.add_argument('--set', action='append', default=[], metavar='KEY=VALUE',
                            help='override a config value in every cell, beyond the protocol '
                            '(e.g. fl.client_runtime=tf on a GPU machine); the report says so')

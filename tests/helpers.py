@@ -51,3 +51,23 @@ def run_with_restarts(config, checkpoint_dir: str,
       assert simulation.next_round == round_num + 1
       simulation.prepare()
   return simulation
+
+
+def fake_tfds_cifar10(data_dir: str, train: int, test: int, seed: int = 0) -> str:
+  """A prepared TFDS ``cifar10`` directory (random images and labels, the registered
+  builder's version and features) under ``data_dir``, readable by ``tfds.builder`` as
+  the real one; returns ``data_dir``."""
+  import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  info = tfds.builder('cifar10').info
+  rng = np.random.default_rng(seed)
+
+  def split(n):
+    return tf.data.Dataset.from_tensor_slices({
+        'id': [f'fake_{i}'.encode() for i in range(n)],
+        'image': rng.integers(0, 256, (n, 32, 32, 3), dtype=np.uint8),
+        'label': rng.integers(0, 10, n)})
+
+  tfds.dataset_builders.store_as_tfds_dataset(
+      name='cifar10', version=str(info.version), features=info.features,
+      split_datasets={'train': split(train), 'test': split(test)}, data_dir=data_dir)
+  return data_dir

@@ -132,19 +132,22 @@ def test_the_report_sets_our_cells_beside_the_papers(toy, tmp_path):
   assert '| Sym. 0.2 | 70.50 ± 0.50 | 60.50 ± 0.50 | 10.0 | yes |' in text
 
 
-def test_every_shipped_protocol_loads_and_its_cpu_cells_validate():
+def test_every_shipped_protocol_loads_and_its_cells_validate(monkeypatch):
   """The protocols in experiments/protocols: numbers for the methods they name, settings
-  that the config accepts, every cpu cell a valid config (no data is built)."""
-  checked = 0
+  that the config accepts, every cell of every scale a valid config (no data is built;
+  the paper scale's datasets are not on this machine)."""
+  monkeypatch.setattr(reproduce, '_check_dataset_present', lambda config: None)
+  checked = {scale: 0 for scale in reproduce.SCALES}
   for paper in reproduce.papers():
     for table in reproduce.load(paper).values():
       for setting, row in table.paper_numbers.items():
         assert setting in table.settings and set(row) <= set(table.methods), table.id
-      if 'cpu' in table.scales:
-        plan = reproduce.plan(table, 'cpu')
-        checked += len(studies.plan_grid(plan.config_path, plan.overrides, plan.methods,
-                                         plan.settings, plan.seeds, plan.method_overrides))
-  assert checked >= 36
+      for scale in table.scales:
+        plan = reproduce.plan(table, scale)
+        checked[scale] += len(studies.plan_grid(
+            plan.config_path, plan.overrides, plan.methods, plan.settings, plan.seeds,
+            plan.method_overrides))
+  assert checked['cpu'] >= 36 and checked['paper'] >= 500, checked
 
 
 def test_maskedoptim_aggregates_as_its_paper_and_its_baselines_with_the_mean():
@@ -154,3 +157,43 @@ def test_maskedoptim_aggregates_as_its_paper_and_its_baselines_with_the_mean():
   assert {(r.method, r.config.fl.aggregator) for r in runs} == {
       ('fedavg', 'mean'), ('fedprox', 'mean'),
       ('maskedoptim', 'geometric_median_per_tensor')}
+
+
+def test_only_the_chosen_settings_and_methods_run_in_the_protocol_s_order(toy):
+  plan = reproduce.plan(toy, 'cpu', settings=['sym0.6'], methods=['fedprox', 'fedavg'])
+  assert [s.name for s in plan.settings] == ['sym0.6']
+  assert plan.methods == ['fedavg', 'fedprox']
+  assert reproduce.plan(toy, 'cpu', methods=['fedavg']).method_overrides == {}
+  with pytest.raises(ConfigError, match=r"^--settings: table 'table2' at scale cpu has no "
+                     r"'sym0\.66'; did you mean 'sym0\.6'\? Allowed: sym0\.2, sym0\.6$"):
+    reproduce.plan(toy, 'cpu', settings=['sym0.66'])
+  with pytest.raises(ConfigError, match=r"^--methods: name at least one of fedavg, fedprox"):
+    reproduce.plan(toy, 'cpu', methods=[])
+
+
+@pytest.mark.slow
+def test_the_paper_scale_runs_a_round_on_a_tfds_cifar10_directory(tmp_path, tmp_cache):
+  """FedDS's Table 4 CIFAR-10 columns at the paper's scale (VGG-9, 100 clients, 10 per
+  round, E=5, B=64), one round, on a small fake TFDS directory: the route a user with
+  the prepared dataset takes, down to the report beside the paper's numbers."""
+  from experiments import run as cli  # pylint: disable=g-import-not-at-top
+  from tests import helpers  # pylint: disable=g-import-not-at-top
+  data_dir = helpers.fake_tfds_cifar10(str(tmp_path / 'tfds'), train=1200, test=100)
+  out = str(tmp_path / 'out')
+  cli.main(['reproduce', 'fedds', '--table', 'table4_cifar10', '--scale', 'paper',
+            '--settings', 'iid', '--methods', 'fedds', '--seeds', '0',
+            '--set', 'fl.rounds=1', '--set', f'data.data_dir={data_dir}', '--out', out])
+  manifest = studies.read_manifest(out)
+  assert manifest['methods'] == ['fedds'] and list(manifest['settings']) == ['iid']
+  for run in manifest['runs']:
+    results = results_lib.load(os.path.join(out, run['path']))
+    config = results['config']
+    assert (config['data']['dataset'], config['model']['name'],
+            config['partition']['num_clients'], config['fl']['participation'],
+            config['fl']['local_epochs'], config['fl']['batch_size']) == (
+                'cifar10', 'vgg9', 100, 0.1, 5, 64)
+    assert [len(r['clients']) for r in results['rounds']] == [10]
+  text = open(os.path.join(out, 'report.md')).read()
+  assert '## Beside the paper: fedds Table 4 (CIFAR-10 columns)' in text
+  assert '| IID | fedds (FedAvg [33] / + FedDS) | ' in text
+  assert 'Every cell ran with `--set fl.rounds=1 --set data.data_dir=' in text

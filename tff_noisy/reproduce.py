@@ -202,9 +202,11 @@ class Plan(NamedTuple):
 
 
 def plan(table: Table, scale: str, seeds: Optional[list] = None,
-         extra: Optional[list] = None) -> Plan:
+         extra: Optional[list] = None, settings: Optional[list] = None,
+         methods: Optional[list] = None) -> Plan:
   """The grid of ``table`` at ``scale``; ``extra``: ``--set`` overrides for every cell
-  (where a setting sets the same field, the setting wins).
+  (where a setting sets the same field, the setting wins); ``settings``, ``methods``:
+  only these of the scale's (``--settings``, ``--methods``: one row of a long table).
 
   ``--scale paper`` is checked here, before any work: the dataset must be on disk.
   """
@@ -215,13 +217,29 @@ def plan(table: Table, scale: str, seeds: Optional[list] = None,
   root = os.path.join(os.path.dirname(__file__), '..')
   config_path = os.path.join(root, spec.config)
   overrides = spec.overrides + list(extra or [])
-  settings = [studies.Setting(sid, setting, ','.join(setting))
-              for sid, setting in spec.settings.items()]
+  where = f"table '{table.id}' at scale {scale}"
+  chosen = _subset('--settings', settings, list(spec.settings), where)
+  methods = _subset('--methods', methods, spec.methods, where)
+  settings = [studies.Setting(sid, spec.settings[sid], ','.join(spec.settings[sid]))
+              for sid in chosen]
   if scale == 'paper':
     config = config_lib.load(config_path, overrides + settings[0].overrides)
     _check_dataset_present(config)
-  return Plan(config_path, overrides, spec.methods, settings, list(seeds or spec.seeds),
-              table.method_overrides_at(scale))
+  return Plan(config_path, overrides, methods, settings, list(seeds or spec.seeds),
+              {m: o for m, o in table.method_overrides_at(scale).items() if m in methods})
+
+
+def _subset(flag: str, chosen: Optional[list], allowed: list, where: str) -> list:
+  """``chosen`` (in the protocol's order), or every one of ``allowed`` when None."""
+  if chosen is None:
+    return list(allowed)
+  if not chosen:
+    raise ConfigError(f'{flag}: name at least one of {", ".join(allowed)}')
+  for name in chosen:
+    if name not in allowed:
+      raise ConfigError(f"{flag}: {where} has no '{name}'"
+                        f"{did_you_mean(name, allowed) or '.'} Allowed: {', '.join(allowed)}")
+  return [name for name in allowed if name in chosen]
 
 
 def _check_dataset_present(config) -> None:
