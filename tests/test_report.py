@@ -110,6 +110,11 @@ def test_report_of_a_run_with_noise_estimates_and_label_correction(tmp_path, cap
   text = (run / 'report.md').read_text()
   assert f"Final test accuracy {100 * saved['final_accuracy']:.2f}%" in text
   assert f"last 10 evaluated rounds {100 * saved['last10_accuracy']:.2f}%" in text
+  accuracies = [r['test_accuracy'] for r in saved['rounds']]
+  best = int(np.argmax(accuracies))
+  fall = 100 * (accuracies[best] - accuracies[-1])
+  assert (f'Best {100 * accuracies[best]:.2f}% at round {best + 1}; it falls {fall:.1f} '
+          "points from there to the last round (not in the papers' regime") in text
   # The noise estimates against the truth: the Pearson r, and the run's own value.
   r = np.corrcoef([_RATES[c] for c in _RATES], [_NOISE_ESTIMATES[c] for c in _RATES])[0, 1]
   assert '### fedln: noise estimate' in text and 'Noise estimate: round 3.' in text

@@ -298,6 +298,18 @@ def _setting_title(layout: Layout, setting: Optional[str]) -> str:
   return f'`{overrides}`' if overrides else 'the config as given (`default`)'
 
 
+def _best_round(results: dict, final: float) -> str:
+  """The best evaluated round and the fall from it to the last, against the papers'
+  regime (``reproduce.REGIME_FALL``)."""
+  evaluated = [(r['test_accuracy'], r['round']) for r in results.get('rounds', [])
+               if r.get('test_accuracy') is not None]
+  best, at = max(evaluated, key=lambda pair: (pair[0], -pair[1]))
+  fall = 100 * (best - final)
+  return (f'Best {pct(mean_std([best]))}% at round {at}; it falls {fall:.1f} points from '
+          f'there to the last round ({"in" if round(fall, 6) >= reproduce.REGIME_FALL else "not in"} '
+          f'the papers\' regime of a fall of at least {reproduce.REGIME_FALL:g}).')
+
+
 def _count(n: int, noun: str) -> str:
   return f'{n} {noun}' + ('' if n == 1 else 's')
 
@@ -479,7 +491,8 @@ def _accuracy_section(w: Writer, layout: Layout, groups) -> None:
       w.add(f'No evaluated round ({rounds}).', '')
     else:
       w.add(f'Final test accuracy {pct(mean_std([final]))}%, mean of the last 10 '
-            f'evaluated rounds {pct(mean_std([last10]))}%, after {rounds}.', '')
+            f'evaluated rounds {pct(mean_std([last10]))}%, after {rounds}. '
+            + _best_round(run.results, final), '')
   else:
     w.add('Test accuracy (%) after the last round and mean of the last 10 evaluated rounds'
           + (', mean ± std over seeds (population std, as `grid.csv`).' if several else '.'),
