@@ -193,7 +193,7 @@ def _cmd_reproduce(args) -> None:
   if not args.paper or not args.out:
     raise config_lib.ConfigError('reproduce: give PAPER and --out DIR (or --list); '
                                  f"papers: {', '.join(reproduce.papers())}")
-  table = reproduce.table_of(args.paper, args.table)
+  table = reproduce.table_of(args.paper, args.table, args.scale)
   plan = reproduce.plan(table, args.scale, _seeds(args.seeds) if args.seeds else None,
                         args.set, _names(args.settings), _names(args.methods))
   with run_dir.claim(args.out, resume=args.resume, overwrite=args.overwrite):
@@ -297,7 +297,8 @@ def _parser() -> argparse.ArgumentParser:
                            help='a paper of experiments/protocols/ (see --list)')
   reproducing.add_argument('--list', action='store_true',
                            help='papers, tables, scales and the time per cell measured here')
-  reproducing.add_argument('--table', help="one of the paper's tables (default: its first)")
+  reproducing.add_argument('--table', help="one of the paper's tables (default: its first "
+                           'with a protocol at --scale)')
   reproducing.add_argument('--scale', choices=reproduce.SCALES, default='cpu',
                            help='cpu: a protocol for 2 CPU cores in the paper\'s regime; '
                            "paper: the paper's dataset, model and rounds (default: cpu)")

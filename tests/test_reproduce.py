@@ -148,6 +148,10 @@ def test_every_shipped_protocol_loads_and_its_cells_validate(monkeypatch):
             plan.config_path, plan.overrides, plan.methods, plan.settings, plan.seeds,
             plan.method_overrides))
   assert checked['cpu'] >= 36 and checked['paper'] >= 500, checked
+  # Without --table: the first table with a protocol at the scale (FedLN's first table,
+  # CIFAR-10, has only the paper's).
+  assert reproduce.table_of('fedln', None, 'cpu').id == 'table1_fmnist'
+  assert reproduce.table_of('fedln', None, 'paper').id == 'table1_cifar10'
 
 
 def test_maskedoptim_aggregates_as_its_paper_and_its_baselines_with_the_mean():

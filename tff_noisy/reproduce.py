@@ -158,10 +158,13 @@ def _scale(scale: str, spec: dict, table: dict, paper_overrides: dict) -> Scale:
                spec.get('minutes_per_cell'))
 
 
-def table_of(paper: str, table: Optional[str]) -> Table:
+def table_of(paper: str, table: Optional[str], scale: Optional[str] = None) -> Table:
+  """``paper``'s table ``table``; None: its first with a protocol at ``scale`` (its
+  first table when ``scale`` is None or none has one)."""
   tables = load(paper)
   if table is None:
-    return next(iter(tables.values()))
+    return next((t for t in tables.values() if scale in t.scales),
+                next(iter(tables.values())))
   if table not in tables:
     raise ConfigError(f"--table: '{paper}' has no table '{table}'"
                       f"{did_you_mean(table, tables)} Allowed: {', '.join(tables)}")
