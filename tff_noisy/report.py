@@ -305,9 +305,10 @@ def _best_round(results: dict, final: float) -> str:
                if r.get('test_accuracy') is not None]
   best, at = max(evaluated, key=lambda pair: (pair[0], -pair[1]))
   fall = 100 * (best - final)
+  regime = 'in' if reproduce.in_regime(fall) else 'not in'
   return (f'Best {pct(mean_std([best]))}% at round {at}; it falls {fall:.1f} points from '
-          f'there to the last round ({"in" if round(fall, 6) >= reproduce.REGIME_FALL else "not in"} '
-          f'the papers\' regime of a fall of at least {reproduce.REGIME_FALL:g}).')
+          f'there to the last round ({regime} the papers\' regime of a fall of at least '
+          f'{reproduce.REGIME_FALL:g}).')
 
 
 def _count(n: int, noun: str) -> str:

@@ -39,6 +39,11 @@ METRICS = {'best': 'best evaluated round', 'last10': 'mean of the last 10 evalua
 # The papers' regime: FedAvg memorises, its accuracy falling at least this far (points)
 # from its best round to its last.
 REGIME_FALL = 10.0
+
+
+def in_regime(fall: float) -> bool:
+  """Whether a fall of ``fall`` points from the best round is the papers' regime."""
+  return round(fall, 6) >= REGIME_FALL
 # The paper-scale fields of a protocol and the config fields they set.
 _PAPER_FIELDS = {'dataset': 'data.dataset', 'model': 'model.name',
                  'clients': 'partition.num_clients', 'participation': 'fl.participation',
@@ -221,15 +226,15 @@ def plan(table: Table, scale: str, seeds: Optional[list] = None,
   config_path = os.path.join(root, spec.config)
   overrides = spec.overrides + list(extra or [])
   where = f"table '{table.id}' at scale {scale}"
-  chosen = _subset('--settings', settings, list(spec.settings), where)
-  methods = _subset('--methods', methods, spec.methods, where)
-  settings = [studies.Setting(sid, spec.settings[sid], ','.join(spec.settings[sid]))
-              for sid in chosen]
+  grid_settings = [studies.Setting(sid, spec.settings[sid], ','.join(spec.settings[sid]))
+                   for sid in _subset('--settings', settings, list(spec.settings), where)]
+  grid_methods = _subset('--methods', methods, spec.methods, where)
   if scale == 'paper':
-    config = config_lib.load(config_path, overrides + settings[0].overrides)
+    config = config_lib.load(config_path, overrides + grid_settings[0].overrides)
     _check_dataset_present(config)
-  return Plan(config_path, overrides, methods, settings, list(seeds or spec.seeds),
-              {m: o for m, o in table.method_overrides_at(scale).items() if m in methods})
+  return Plan(config_path, overrides, grid_methods, grid_settings, list(seeds or spec.seeds),
+              {m: o for m, o in table.method_overrides_at(scale).items()
+               if m in grid_methods})
 
 
 def _subset(flag: str, chosen: Optional[list], allowed: list, where: str) -> list:
@@ -337,4 +342,4 @@ def _memorisation(runs) -> list:
   fall = 100 * float(np.mean([b - f for b, f in pairs]))
   return [reporting.pct(reporting.mean_std([b for b, _ in pairs])),
           reporting.pct(reporting.mean_std([f for _, f in pairs])), f'{fall:.1f}',
-          'yes' if round(fall, 6) >= REGIME_FALL else 'no']
+          'yes' if in_regime(fall) else 'no']
