@@ -30,7 +30,7 @@ def _recording_run(calls, out_root, manifest_seen):
   return run
 
 
-def test_a_grid_writes_its_manifest_first_then_its_tables(tmp_path):
+def test_a_grid_writes_its_manifest_first_then_its_tables(tmp_path, capsys):
   path = tmp_path / 'c.yaml'
   path.write_text(json.dumps(_CONFIG))
   calls, seen = [], []
@@ -40,6 +40,9 @@ def test_a_grid_writes_its_manifest_first_then_its_tables(tmp_path):
   table = studies.grid(str(path), [], ['fedavg', 'fedln'], settings, [0, 1], str(out),
                        _recording_run(calls, str(out), seen))
   assert all(seen) and len(calls) == 8
+  progress = capsys.readouterr().err.splitlines()  # Where a long grid is, cell by cell.
+  assert progress[0] == '[grid] cell 1 of 8: noise.rate-0.2/seed0/fedavg'
+  assert progress[-1] == '[grid] cell 8 of 8: default/seed1/fedln'
   # Each method keeps the params it takes (fedln's k); settings and seeds reach the config.
   assert calls[0][:3] == ('fedavg', 0, 0.2) and calls[-1][:3] == ('fedln', 1, 0.0)
   manifest = studies.read_manifest(str(out))

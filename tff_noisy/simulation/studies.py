@@ -13,6 +13,7 @@ import csv
 import dataclasses
 import json
 import os
+import sys
 from typing import Callable, Dict, List, NamedTuple, Optional
 
 import numpy as np
@@ -176,7 +177,8 @@ def grid(config_path: str, overrides: list, names: list, settings: List[Setting]
   write_manifest(out, 'grid', planned, names, seeds, {s.name: s.label for s in settings},
                  paper)
   scores = {}
-  for r in planned:
+  for number, r in enumerate(planned, 1):
+    print(f'[grid] cell {number} of {len(planned)}: {r.path}', file=sys.stderr, flush=True)
     results = run(r.config, os.path.join(out, r.path), r.choices)
     scores.setdefault((r.setting, r.method), []).append(
         (results.final_accuracy, results.last10_accuracy))
