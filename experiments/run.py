@@ -199,7 +199,7 @@ def _cmd_reproduce(args) -> None:
   with run_dir.claim(args.out, resume=args.resume, overwrite=args.overwrite):
     studies.grid(plan.config_path, plan.overrides, plan.methods, plan.settings, plan.seeds,
                  args.out, lambda config, out, choices: _run(config, out, args, choices),
-                 paper=table.study(args.scale, args.set),
+                 paper=table.study(args.scale, args.set, plan.methods),
                  method_overrides=plan.method_overrides)
   path, figures = report.write_report(args.out)
   print(f'{table.paper} {table.cite} at scale {args.scale}: wrote {path} and '

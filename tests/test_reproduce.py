@@ -168,6 +168,7 @@ def test_only_the_chosen_settings_and_methods_run_in_the_protocol_s_order(toy):
   assert [s.name for s in plan.settings] == ['sym0.6']
   assert plan.methods == ['fedavg', 'fedprox']
   assert reproduce.plan(toy, 'cpu', methods=['fedavg']).method_overrides == {}
+  assert toy.study('cpu', methods=['fedavg'])['method_overrides'] == {}  # Nor the report.
   with pytest.raises(ConfigError, match=r"^--settings: table 'table2' at scale cpu has no "
                      r"'sym0\.66'; did you mean 'sym0\.6'\? Allowed: sym0\.2, sym0\.6$"):
     reproduce.plan(toy, 'cpu', settings=['sym0.66'])

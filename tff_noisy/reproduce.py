@@ -86,16 +86,18 @@ class Table:
     return {m: o for m, o in self.method_overrides.items()
             if m in self.scales[scale].methods}
 
-  def study(self, scale: str, extra: Optional[list] = None) -> dict:
+  def study(self, scale: str, extra: Optional[list] = None,
+            methods: Optional[list] = None) -> dict:
     """What ``manifest.json`` keeps of the table for the report (``extra``: the
-    command's ``--set`` overrides)."""
+    command's ``--set`` overrides; ``methods``: the methods run, default every one)."""
     return {'paper': self.paper, 'table': self.id, 'citation': self.citation,
             'cite': self.cite, 'caption': self.caption, 'metric': self.metric,
             'metric_note': self.metric_note, 'methods': self.methods,
             'baseline': self.baseline,
             'settings': self.settings, 'numbers': self.paper_numbers, 'scale': scale,
             'scale_note': self.scales[scale].note,
-            'method_overrides': self.method_overrides_at(scale),
+            'method_overrides': {m: o for m, o in self.method_overrides_at(scale).items()
+                                 if methods is None or m in methods},
             'extra_overrides': list(extra or [])}
 
 
