@@ -81,10 +81,12 @@ class Table:
   # paper's method aggregates with another rule than its baselines).
   method_overrides: Dict[str, list] = dataclasses.field(default_factory=dict)
 
-  def method_overrides_at(self, scale: str) -> Dict[str, list]:
-    """The method overrides of the methods ``scale`` runs."""
-    return {m: o for m, o in self.method_overrides.items()
-            if m in self.scales[scale].methods}
+  def method_overrides_at(self, scale: str,
+                          methods: Optional[list] = None) -> Dict[str, list]:
+    """The method overrides of the methods run: ``methods`` (``--methods``), default
+    every one ``scale`` runs."""
+    run = self.scales[scale].methods if methods is None else methods
+    return {m: o for m, o in self.method_overrides.items() if m in run}
 
   def study(self, scale: str, extra: Optional[list] = None,
             methods: Optional[list] = None) -> dict:
@@ -96,8 +98,7 @@ class Table:
             'baseline': self.baseline,
             'settings': self.settings, 'numbers': self.paper_numbers, 'scale': scale,
             'scale_note': self.scales[scale].note,
-            'method_overrides': {m: o for m, o in self.method_overrides_at(scale).items()
-                                 if methods is None or m in methods},
+            'method_overrides': self.method_overrides_at(scale, methods),
             'extra_overrides': list(extra or [])}
 
 
@@ -235,8 +236,7 @@ def plan(table: Table, scale: str, seeds: Optional[list] = None,
     config = config_lib.load(config_path, overrides + grid_settings[0].overrides)
     _check_dataset_present(config)
   return Plan(config_path, overrides, grid_methods, grid_settings, list(seeds or spec.seeds),
-              {m: o for m, o in table.method_overrides_at(scale).items()
-               if m in grid_methods})
+              table.method_overrides_at(scale, grid_methods))
 
 
 def _subset(flag: str, chosen: Optional[list], allowed: list, where: str) -> list:
