@@ -20,6 +20,7 @@ Writes benchmarks/results/gpu.json.
 """
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
@@ -33,6 +34,12 @@ RESULTS = os.path.join(os.path.dirname(__file__), 'results', 'gpu.json')
 _ROOT = os.path.join(os.path.dirname(__file__), '..')
 VARIANTS = {'tff': ('tff', True), 'tf-cpu': ('tf', True), 'tf-gpu': ('tf', False)}
 NO_GPU = 3  # A child's exit status: the variant needs a GPU and TensorFlow sees none.
+NEEDS = ('tensorflow', 'tensorflow_federated')
+
+
+def missing_packages() -> list:
+  """The packages in ``NEEDS`` that this Python cannot import."""
+  return [name for name in NEEDS if importlib.util.find_spec(name) is None]
 
 
 def _data(num_clients: int, examples: int, seed: int = 0):
@@ -115,6 +122,12 @@ def main():
   parser.add_argument('--variants', default=','.join(VARIANTS))
   parser.add_argument('--one', choices=list(VARIANTS), help=argparse.SUPPRESS)
   args = parser.parse_args()
+  missing = missing_packages()
+  if missing:
+    sys.exit(f'benchmarks/gpu.py: error: {sys.executable} (Python '
+             f'{platform.python_version()}) has no {", ".join(missing)}. Run it with the '
+             "project's environment, .venv/bin/python (`make install`): TFF 0.87 pins "
+             'TensorFlow 2.14, which has wheels for Python 3.9-3.11 only.')
   if args.one:
     print(json.dumps(measure(args.one, args)))
     return
@@ -134,7 +147,9 @@ def main():
       print(f'{variant}: no GPU (TensorFlow sees none on this machine)')
       rows.append({'variant': variant, 'skipped': 'no GPU'})
       continue
-    child.check_returncode()
+    if child.returncode:
+      sys.exit(f'benchmarks/gpu.py: error: the {variant} variant failed (exit status '
+               f'{child.returncode}); its error is above.')
     rows.append(json.loads(child.stdout.strip().splitlines()[-1]))
   reference = next((r for r in rows if r['variant'] == 'tff'), None)
   print(f'\n{"variant":>8}{"s/round":>9}{"x tff":>7}  clients trained on / path')
