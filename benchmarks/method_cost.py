@@ -50,7 +50,7 @@ RESULTS = os.path.join(os.path.dirname(__file__), 'results')
 PHASE = 'corrected'  # The objective hparam of a two-phase method.
 
 
-class _Variant:
+class Variant:
   """One method (in one phase): its process state and client state store."""
 
   def __init__(self, name, config, data):
@@ -119,10 +119,10 @@ def main():
   load_before = os.getloadavg()
   variants = []
   for name, config in configs.items():
-    variants.append(_Variant(name, config, data))
+    variants.append(Variant(name, config, data))
     if variants[-1].has_phases:
       variants[-1].set_phase(0)
-      variants.append(_Variant(name, config, data))
+      variants.append(Variant(name, config, data))
       variants[-1].set_phase(1)
   ids = list(data.client_ids)
   for round_num in range(1, args.rounds + 2):

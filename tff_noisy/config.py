@@ -114,6 +114,10 @@ class FLConfig:
                                   'TFLite interpreter).')
   clients_per_call: Optional[int] = described(None, 'tf runtime: clients stacked in one graph '
                                               'call (None: as many as fit ~512 MB, at most 1024).')
+  stack_clients: Optional[bool] = described(
+      None, 'tf runtime: true stacks clients in one graph call where that is exact, false '
+      'trains one call per client; None: stacked on a GPU, and on the CPU when the median '
+      'client takes at most 50 steps a round (docs/guide.md: Client runtimes).')
 
 
 @dataclasses.dataclass
@@ -181,7 +185,8 @@ MAX_ROUNDS = 100_000
 # so those stay valid.
 ADDED_FIELDS = {'noise.matrix_seed': None, 'noise.valid_matrix': False,
                 **{f'faults.{f.name}': f.default for f in dataclasses.fields(FaultsConfig)},
-                'fl.client_runtime': 'tff', 'fl.clients_per_call': None}
+                'fl.client_runtime': 'tff', 'fl.clients_per_call': None,
+                'fl.stack_clients': None}
 
 
 def is_unset_addition(dotted_name: str, value: Any) -> bool:

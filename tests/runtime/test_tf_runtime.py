@@ -4,6 +4,7 @@ import os
 import re
 import subprocess
 import sys
+import types
 
 import numpy as np
 import pytest
@@ -154,6 +155,47 @@ def test_unknown_runtime_suggests_the_closest(name, hint):
   with pytest.raises(ConfigError, match='^' + re.escape(
       f"fl.client_runtime: must be one of tff, tf, tflite; got '{name}'; {hint}") + '$'):
     config_lib.from_dict({'fl': {'client_runtime': name}})
+
+
+def _described_runtime(cache, **fl) -> tuple:
+  """``(the tf runtime's record, the median client's steps a round)`` of a fedavg config."""
+  config = _config(cache, 'tf', 'fedavg', **fl)
+  data = federated_data.build_federated_data(config)
+  steps = assembly.median_client_steps(data, config.fl.local_epochs, config.fl.batch_size)
+  return assembly.build_method(config, data).process.clients.describe(), steps
+
+
+def test_cpu_stacks_clients_of_few_steps_and_trains_larger_ones_one_call_each(tmp_path):
+  """fl.stack_clients: null on the CPU: the median client's steps a round decide."""
+  few, steps = _described_runtime(tmp_path, local_epochs=1)
+  assert steps <= tf_clients.CPU_MAX_STACKED_CLIENT_STEPS and few['path'] == 'stacked'
+  many, steps = _described_runtime(tmp_path, local_epochs=10)
+  assert steps > tf_clients.CPU_MAX_STACKED_CLIENT_STEPS
+  assert many['path'] == 'one call per client'
+  assert many['why_not_stacked'].startswith(f'on the CPU, clients of {steps} steps a round')
+  forced, _ = _described_runtime(tmp_path, local_epochs=10, stack_clients=True)
+  assert forced['path'] == 'stacked'
+  unstacked, _ = _described_runtime(tmp_path, stack_clients=False)
+  assert unstacked['why_not_stacked'] == 'fl.stack_clients: false'
+
+
+def test_why_not_stacked_puts_exactness_first_and_stacks_on_a_gpu(tmp_path):
+  config = _config(tmp_path, 'tf', 'lsc')
+  built = assembly.build_method(config, federated_data.build_federated_data(config))
+  model, objective = built.setup.model_fn(), built.process.objective
+  assert 'the objective' in tf_clients.why_not_stacked(model, objective, True, 'CPU', 1)
+  config = _config(tmp_path, 'tf', 'fedavg')
+  built = assembly.build_method(config, federated_data.build_federated_data(config))
+  model, objective = built.setup.model_fn(), built.process.objective
+  assert tf_clients.why_not_stacked(model, objective, None, 'GPU:0', 10_000) == ''
+  assert tf_clients.why_not_stacked(model, objective, None, 'CPU', 10_000) != ''
+  assert tf_clients.why_not_stacked(model, objective, None, 'CPU', None) == ''
+
+
+def test_median_client_steps_counts_local_epochs_of_batches():
+  data = types.SimpleNamespace(y={'a': np.zeros(10), 'b': np.zeros(33), 'c': np.zeros(64)})
+  assert assembly.median_client_steps(data, 2, 16) == 2 * 3  # Median 33: 3 batches.
+  assert assembly.median_client_steps(types.SimpleNamespace(), 2, 16) is None
 
 
 def test_bad_clients_per_call_is_a_config_error():

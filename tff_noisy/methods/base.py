@@ -38,6 +38,8 @@ class Setup:
   faults: bool = False  # Simulated faults configured: the process takes each client's fault.
   client_runtime: str = 'tff'  # fl.client_runtime: where the clients train (tff_noisy.runtime).
   clients_per_call: Optional[int] = None  # fl.clients_per_call (tf runtime).
+  stack_clients: Optional[bool] = None  # fl.stack_clients (tf runtime).
+  median_client_steps: Optional[int] = None  # Steps a round of the median client.
 
   @property
   def probes_in_process(self) -> bool:
@@ -50,7 +52,8 @@ class Setup:
     clients = runtime.build(
         self.client_runtime, model_fn=self.model_fn, client_optimizer=self.client_optimizer,
         local_epochs=self.local_epochs, weight_decay=self.weight_decay,
-        batch_size=self.batch_size, faults=self.faults, clients_per_call=self.clients_per_call)
+        batch_size=self.batch_size, faults=self.faults, clients_per_call=self.clients_per_call,
+        stack_clients=self.stack_clients, median_client_steps=self.median_client_steps)
     return process_lib.build_process(
         self.model_fn, self.element_spec, self.client_optimizer, self.server_optimizer,
         objective=objective, model_aggregator=self.aggregator,

@@ -25,7 +25,9 @@ RUNTIMES = ('tff', 'tf', 'tflite')
 
 def build(name: str, *, model_fn, client_optimizer, local_epochs: int, weight_decay: float,
           batch_size: int, faults: bool = False,
-          clients_per_call: Optional[int] = None) -> Optional[Callable]:
+          clients_per_call: Optional[int] = None,
+          stack_clients: Optional[bool] = None,
+          median_client_steps: Optional[int] = None) -> Optional[Callable]:
   """The client-runtime factory of ``fl.client_runtime: name`` (``None``: TFF's)."""
   if name == 'tff':
     return None
@@ -33,7 +35,8 @@ def build(name: str, *, model_fn, client_optimizer, local_epochs: int, weight_de
     from tff_noisy.runtime import tf_clients  # pylint: disable=g-import-not-at-top
     return lambda objective: tf_clients.InProcessClients(
         model_fn, client_optimizer, objective, local_epochs=local_epochs,
-        weight_decay=weight_decay, batch_size=batch_size, clients_per_call=clients_per_call)
+        weight_decay=weight_decay, batch_size=batch_size, clients_per_call=clients_per_call,
+        stack=stack_clients, median_client_steps=median_client_steps)
   if name == 'tflite':
     from tff_noisy.runtime import tflite_clients  # pylint: disable=g-import-not-at-top
     return lambda objective: tflite_clients.TFLiteClients(

@@ -6,15 +6,19 @@ in this process instead of TFF's CPU-only ``worker_binary``: on the GPU when the
 TFF computation. Aggregation stays the process's ``aggregate`` (the configured
 aggregator and finalizer), as for every runtime.
 
-Two paths, chosen once when the runtime is built:
+Two paths, chosen once when the runtime is built (``fl.stack_clients``; ``results.json``
+keeps the path and, for one call per client, why):
 
 - **stacked** (``runtime.stacked``): groups of up to ``fl.clients_per_call`` clients
   train in one graph call, on a leading client axis. Clients are sorted by their number
   of steps before grouping, so little is padded. A group that does not fit in memory is
-  halved and retried; the round's record says so (``clients_per_call``).
+  halved and retried; the round's record says so (``clients_per_call``). It saves the
+  per-call overheads of many small clients, but on the CPU a stacked step costs more per
+  client than one client's step, so by default (``fl.stack_clients: null``) a CPU stacks
+  only clients whose median takes at most ``CPU_MAX_STACKED_CLIENT_STEPS`` steps a round.
 - **one call per client**: the kernel itself, for the objectives and models that cannot
-  be stacked exactly (``stacked.unstackable_reason`` says why; ``results.json`` keeps it).
-  Clients run one after another: with a thread (and a model) per core, two pooled_cnn
+  be stacked exactly (``stacked.unstackable_reason``), for clients of more steps on the
+  CPU, and with ``fl.stack_clients: false``. Clients run one after another: with a thread (and a model) per core, two pooled_cnn
   clients at once ran MaskedOptim's Fashion-MNIST round 1.2-1.4x slower than TFF, one
   at a time 0.8x (``benchmarks/method_cost.py``), since each call already uses every core.
 
@@ -43,12 +47,30 @@ tff = import_tff()
 # state, gradients, update), at most MAX_AUTO_CLIENTS_PER_CALL.
 AUTO_STACK_BYTES = 512 * 2**20
 MAX_AUTO_CLIENTS_PER_CALL = 1024
+# fl.stack_clients: null on the CPU stacks the clients of a run whose median client takes at
+# most this many steps a round (local epochs x batches). Measured by benchmarks/stacking.py.
+CPU_MAX_STACKED_CLIENT_STEPS = 50
 
 
 def training_device() -> str:
   """Where this process's TensorFlow places the clients' training: 'GPU:0' or 'CPU'."""
   gpus = tf.config.list_logical_devices('GPU')
   return gpus[0].name.replace('/device:', '') if gpus else 'CPU'
+
+
+def why_not_stacked(model: tf.keras.Model, objective, stack: Optional[bool], device: str,
+                    median_client_steps: Optional[int]) -> str:
+  """Why this runtime trains one call per client ('' to stack; module doc)."""
+  if stack is False:
+    return 'fl.stack_clients: false'
+  reason = stacked.unstackable_reason(model, objective)
+  if reason or stack or device != 'CPU' or median_client_steps is None:
+    return reason
+  if median_client_steps > CPU_MAX_STACKED_CLIENT_STEPS:
+    return (f'on the CPU, clients of {median_client_steps} steps a round (the median) '
+            f'train faster one call each than stacked (above {CPU_MAX_STACKED_CLIENT_STEPS}; '
+            'fl.stack_clients: true stacks)')
+  return ''
 
 
 def _to_numpy(structure):
@@ -97,14 +119,16 @@ class InProcessClients:
 
   def __init__(self, model_fn, optimizer, objective, *, local_epochs: int,
                weight_decay: float, batch_size: int,
-               clients_per_call: Optional[int] = None, stack: bool = True):
-    """``stack=False`` trains one client per call even where stacking is exact (tests)."""
+               clients_per_call: Optional[int] = None, stack: Optional[bool] = None,
+               median_client_steps: Optional[int] = None):
+    """``stack``: ``fl.stack_clients``; ``median_client_steps``: the median client's steps
+    a round (``why_not_stacked``)."""
     self.local_epochs = int(local_epochs)
     self.batch_size = int(batch_size)
     self.device = training_device()
     model = model_fn()
-    self.unstacked_reason = ('stacking turned off' if not stack
-                             else stacked.unstackable_reason(model, objective))
+    self.unstacked_reason = why_not_stacked(model, objective, stack, self.device,
+                                            median_client_steps)
     self.stacked = not self.unstacked_reason
     num_weights = sum(int(np.prod(v.shape)) for v in model.variables)
     self.clients_per_call = int(clients_per_call or max(1, min(

@@ -64,6 +64,15 @@ def element_spec(data, fields: dict, batch_size: int):
                                           0, extras).dataset().element_spec
 
 
+def median_client_steps(data, local_epochs: int, batch_size: int) -> Optional[int]:
+  """Steps a round of the median client (its local epochs of batches); None without
+  clients' data."""
+  sizes = [len(y) for y in getattr(data, 'y', {}).values()]
+  if not sizes:
+    return None
+  return int(local_epochs * -(-int(np.median(sizes)) // batch_size))
+
+
 def build_setup(config: ExperimentConfig, data, choices: validation.Choices,
                 spec=None) -> method_base.Setup:
   """What the config fixes for every method; ``spec``: the clients' element spec (None
@@ -77,7 +86,10 @@ def build_setup(config: ExperimentConfig, data, choices: validation.Choices,
       local_epochs=config.fl.local_epochs, weight_decay=config.fl.weight_decay,
       seed=config.seed, rounds=config.fl.rounds, num_classes=data.num_classes,
       batch_size=config.fl.batch_size, faults=config.faults.active(),
-      client_runtime=config.fl.client_runtime, clients_per_call=config.fl.clients_per_call)
+      client_runtime=config.fl.client_runtime, clients_per_call=config.fl.clients_per_call,
+      stack_clients=config.fl.stack_clients,
+      median_client_steps=median_client_steps(data, config.fl.local_epochs,
+                                              config.fl.batch_size))
 
 
 def build_method(config: ExperimentConfig, data,

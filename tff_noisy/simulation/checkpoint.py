@@ -40,7 +40,7 @@ _KEEP = 2
 # cached (the data itself is fixed by data_hash), and the device it runs on (a CPU run may
 # continue on a GPU machine and back).
 _MAY_CHANGE = ('fl.rounds', 'fl.eval_every', 'fl.checkpoint_every', 'data.data_dir',
-               'data.cache_dir', 'device', 'fl.clients_per_call')
+               'data.cache_dir', 'device', 'fl.clients_per_call', 'fl.stack_clients')
 _SHOWN_DIFFERENCES = 5
 # meta.json's name for how the server state is laid out; absent: the controller's values
 # (if any) follow the hparams, as before ``process.ServerState.controller`` existed.
