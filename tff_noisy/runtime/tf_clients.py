@@ -18,9 +18,10 @@ keeps the path and, for one call per client, why):
   only clients whose median takes at most ``CPU_MAX_STACKED_CLIENT_STEPS`` steps a round.
 - **one call per client**: the kernel itself, for the objectives and models that cannot
   be stacked exactly (``stacked.unstackable_reason``), for clients of more steps on the
-  CPU, and with ``fl.stack_clients: false``. Clients run one after another: with a thread (and a model) per core, two pooled_cnn
-  clients at once ran MaskedOptim's Fashion-MNIST round 1.2-1.4x slower than TFF, one
-  at a time 0.8x (``benchmarks/method_cost.py``), since each call already uses every core.
+  CPU, and with ``fl.stack_clients: false``. Clients run one after another: with a
+  thread (and a model) per core, two pooled_cnn clients at once ran MaskedOptim's
+  Fashion-MNIST round 1.2-1.4x slower than TFF, one at a time 0.8x
+  (``benchmarks/method_cost.py``), since each call already uses every core.
 
 A simulated Byzantine client's update is corrupted (``ops.faults_tf.corrupt``) before
 the non-finite check, as in TFF's client work; a non-finite update is zeroed, weighted 0,
