@@ -108,6 +108,7 @@ def test_report_of_a_run_with_noise_estimates_and_label_correction(tmp_path, cap
   cli.main(['report', str(run)])
   assert 'wrote ' in capsys.readouterr().out
   text = (run / 'report.md').read_text()
+  assert 'Directory: `fedln`.' in text and str(tmp_path) not in text  # No machine path.
   assert f"Final test accuracy {100 * saved['final_accuracy']:.2f}%" in text
   assert f"last 10 evaluated rounds {100 * saved['last10_accuracy']:.2f}%" in text
   accuracies = [r['test_accuracy'] for r in saved['rounds']]

@@ -344,8 +344,9 @@ def _intro(w: Writer, layout: Layout) -> None:
             f'{_count(len(seeds), "seed")} ({", ".join(map(str, seeds))}) x '
             f'{_count(len(methods), "method")} ({", ".join(methods)}); every method of a '
             'setting and seed ran on the same data.')
-  w.add(what, '', f'Directory: `{os.path.abspath(layout.directory)}`. Written by '
-        '`tff-noisy report`; the figures are the `report-*.png` files next to this file.', '')
+  name = os.path.basename(os.path.abspath(layout.directory))  # No machine path: reports travel.
+  w.add(what, '', f'Directory: `{name}`. Written by `tff-noisy report`; the figures are the '
+        '`report-*.png` files next to this file.', '')
   unfinished = [r for r in layout.runs if not r.finished]
   if layout.lock:  # 'running: PID ...', 'interrupted: PID ...' or 'locked ...'.
     state, _, holder = layout.lock.partition(': ')
