@@ -37,8 +37,9 @@ _META = 'meta.json'
 _NAME = re.compile(r'round_(\d+)')
 _KEEP = 2
 # Fields a resumed run may change: its length and reporting, where its data is read and
-# cached (the data itself is fixed by data_hash), and the device it runs on (a CPU run may
-# continue on a GPU machine and back).
+# cached (the data itself is fixed by data_hash), the device it runs on (a CPU run may
+# continue on a GPU machine and back) and how the tf runtime groups clients (equal results
+# to float rounding).
 _MAY_CHANGE = ('fl.rounds', 'fl.eval_every', 'fl.checkpoint_every', 'data.data_dir',
                'data.cache_dir', 'device', 'fl.clients_per_call', 'fl.stack_clients')
 _SHOWN_DIFFERENCES = 5
