@@ -12,6 +12,7 @@ import tensorflow as tf
 
 import models
 from tff_noisy import config as config_lib
+from tff_noisy import validation
 from tff_noisy.config import ConfigError
 from tff_noisy.data import federated as federated_data
 from tff_noisy.federated import client_data
@@ -157,39 +158,47 @@ def test_unknown_runtime_suggests_the_closest(name, hint):
     config_lib.from_dict({'fl': {'client_runtime': name}})
 
 
-def _described_runtime(cache, **fl) -> tuple:
-  """``(the tf runtime's record, the median client's steps a round)`` of a fedavg config."""
-  config = _config(cache, 'tf', 'fedavg', **fl)
-  data = federated_data.build_federated_data(config)
-  steps = assembly.median_client_steps(data, config.fl.local_epochs, config.fl.batch_size)
-  return assembly.build_method(config, data).process.clients.describe(), steps
+def _small_mlp():
+  return models.build_model('mlp', (8, 8, 1), 10, width=16)
 
 
-def test_cpu_stacks_clients_of_few_steps_and_trains_larger_ones_one_call_each(tmp_path):
+def _runtime_record(objective=None, **options) -> dict:
+  """The ``tf`` runtime's ``describe()`` on this (GPU-less) process, for a small MLP."""
+  return tf_clients.InProcessClients(
+      _small_mlp, tff.learning.optimizers.build_sgdm(0.1), objective or ClientObjective(),
+      local_epochs=1, weight_decay=0.0, batch_size=16, **options).describe()
+
+
+def test_cpu_stacks_clients_of_few_steps_and_trains_larger_ones_one_call_each():
   """fl.stack_clients: null on the CPU: the median client's steps a round decide."""
-  few, steps = _described_runtime(tmp_path, local_epochs=1)
-  assert steps <= tf_clients.CPU_MAX_STACKED_CLIENT_STEPS and few['path'] == 'stacked'
-  many, steps = _described_runtime(tmp_path, local_epochs=10)
-  assert steps > tf_clients.CPU_MAX_STACKED_CLIENT_STEPS
+  most = tf_clients.CPU_MAX_STACKED_CLIENT_STEPS
+  assert _runtime_record(median_client_steps=most)['path'] == 'stacked'
+  assert _runtime_record(median_client_steps=None)['path'] == 'stacked'  # No client data.
+  many = _runtime_record(median_client_steps=most + 1)
   assert many['path'] == 'one call per client'
-  assert many['why_not_stacked'].startswith(f'on the CPU, clients of {steps} steps a round')
-  forced, _ = _described_runtime(tmp_path, local_epochs=10, stack_clients=True)
-  assert forced['path'] == 'stacked'
-  unstacked, _ = _described_runtime(tmp_path, stack_clients=False)
+  assert many['why_not_stacked'].startswith(f'on the CPU, clients of {most + 1} steps a round')
+  assert _runtime_record(median_client_steps=most + 1, stack=True)['path'] == 'stacked'
+  unstacked = _runtime_record(median_client_steps=1, stack=False)
   assert unstacked['why_not_stacked'] == 'fl.stack_clients: false'
 
 
-def test_why_not_stacked_puts_exactness_first_and_stacks_on_a_gpu(tmp_path):
-  config = _config(tmp_path, 'tf', 'lsc')
-  built = assembly.build_method(config, federated_data.build_federated_data(config))
-  model, objective = built.setup.model_fn(), built.process.objective
-  assert 'the objective' in tf_clients.why_not_stacked(model, objective, True, 'CPU', 1)
-  config = _config(tmp_path, 'tf', 'fedavg')
-  built = assembly.build_method(config, federated_data.build_federated_data(config))
-  model, objective = built.setup.model_fn(), built.process.objective
-  assert tf_clients.why_not_stacked(model, objective, None, 'GPU:0', 10_000) == ''
-  assert tf_clients.why_not_stacked(model, objective, None, 'CPU', 10_000) != ''
-  assert tf_clients.why_not_stacked(model, objective, None, 'CPU', None) == ''
+def test_why_not_stacked_puts_exactness_first_and_stacks_on_a_gpu():
+  class WithPrologue(ClientObjective):
+
+    def prologue(self, predict, dataset, state, hparams):
+      return {}
+
+  reason = _runtime_record(WithPrologue(), median_client_steps=1, stack=True)['why_not_stacked']
+  assert reason == 'the objective WithPrologue has its own prologue'
+  assert tf_clients.why_not_stacked(_small_mlp(), ClientObjective(), None, 'GPU:0', 10_000) == ''
+
+
+def test_the_config_and_the_clients_reach_the_runtime(tmp_path):
+  config = _config(tmp_path, 'tf', 'fedavg', stack_clients=False)
+  data = federated_data.build_federated_data(config)
+  setup = assembly.build_setup(config, data, validation.validate_experiment(config))
+  assert setup.stack_clients is False
+  assert setup.median_client_steps == assembly.median_client_steps(data, 2, 16) > 0
 
 
 def test_median_client_steps_counts_local_epochs_of_batches():
