@@ -44,3 +44,10 @@ def test_make_client_data_fields_and_dataset():
   assert client_data.as_dataset(client).element_spec == client.dataset().element_spec
   dataset = client.dataset()
   assert client_data.as_dataset(dataset) is dataset
+
+
+@pytest.mark.parametrize('n', [0, 1, 7, 8, 9, 33])
+def test_steps_per_pass_counts_the_datasets_batches(n):
+  client = client_data.make_client_data(np.zeros((n, 2)), np.zeros(n), batch_size=8,
+                                        shuffle_seed=0)
+  assert client_data.steps_per_pass(n, 8) == len(list(client.dataset()))

@@ -38,6 +38,11 @@ class ClientData(NamedTuple):
         self.batch_size)
 
 
+def steps_per_pass(num_examples: int, batch_size: int) -> int:
+  """Batches of ``batch_size`` in one pass over ``num_examples``: ceil(n / B)."""
+  return -(-int(num_examples) // int(batch_size))
+
+
 def make_client_data(x: np.ndarray, y: np.ndarray, batch_size: int, shuffle_seed: int,
                      extra=None) -> ClientData:
   """A client's ``ClientData``; ``index`` is each example's position in its data."""

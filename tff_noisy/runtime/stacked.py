@@ -27,6 +27,7 @@ import contextlib
 import numpy as np
 import tensorflow as tf
 
+from tff_noisy.federated import client_data as client_data_lib
 from tff_noisy.federated import client_step as client_step_lib
 from tff_noisy.federated import client_work
 from tff_noisy.federated.objectives.base import ClientObjective
@@ -196,7 +197,8 @@ def stack_batches(clients, orders, batch_size: int, passes: int):
   into batches of ``batch_size`` that restart at each pass, as ``dataset().repeat()``
   yields them; the group is padded to its longest client.
   """
-  steps = [passes * -(-c.num_examples // batch_size) for c in clients]
+  steps = [passes * client_data_lib.steps_per_pass(c.num_examples, batch_size)
+           for c in clients]
   num_steps = max(steps + [1])
   fields = clients[0].features
   batches = {name: np.zeros((len(clients), num_steps, batch_size, *value.shape[1:]),
@@ -206,7 +208,7 @@ def stack_batches(clients, orders, batch_size: int, passes: int):
     n = client.num_examples
     if not n:
       continue
-    per_pass = -(-n // batch_size)
+    per_pass = client_data_lib.steps_per_pass(n, batch_size)
     # Slot of each position of `order` in the [steps, batch] grid: a pass starts a batch.
     position = np.arange(len(order))
     pass_index, within = np.divmod(position, n)

@@ -195,7 +195,7 @@ class InProcessClients:
     if not all(isinstance(c, client_data_lib.ClientData) for c in clients):
       raise TypeError('the stacked tf runtime needs ClientData (client_data.ClientData), '
                       'not tf.data datasets')
-    steps = [-(-c.num_examples // self.batch_size) for c in clients]
+    steps = [client_data_lib.steps_per_pass(c.num_examples, self.batch_size) for c in clients]
     order = sorted(range(len(clients)), key=lambda i: steps[i])
     out = [None] * len(clients)
     diagnostics = {}

@@ -70,7 +70,7 @@ def median_client_steps(data, local_epochs: int, batch_size: int) -> Optional[in
   sizes = [len(y) for y in getattr(data, 'y', {}).values()]
   if not sizes:
     return None
-  return int(local_epochs * -(-int(np.median(sizes)) // batch_size))
+  return local_epochs * client_data_lib.steps_per_pass(np.median(sizes), batch_size)
 
 
 def build_setup(config: ExperimentConfig, data, choices: validation.Choices,
