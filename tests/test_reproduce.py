@@ -107,7 +107,8 @@ def test_the_report_sets_our_cells_beside_the_papers(toy, tmp_path):
 
   def run(config, out, choices):
     setting = 'sym0.2' if config.noise.rate == 0.2 else 'sym0.6'
-    best = accuracy[(config.method.name, setting)] + 0.01 * config.seed
+    slope = 0.02 if config.method.name == 'fedprox' else 0.01  # Gaps differ per seed.
+    best = accuracy[(config.method.name, setting)] + slope * config.seed
     results = results_lib.Results(
         config=config.to_dict(), data_hash=config.data_hash(), method=config.method.name,
         params={}, rounds=[{'round': 1, 'test_accuracy': best},
@@ -125,7 +126,8 @@ def test_the_report_sets_our_cells_beside_the_papers(toy, tmp_path):
   assert '`fedprox` runs with `fl.aggregator=coordinate_median`' in text
   # Best round, mean ± std over seeds 0 and 1 (0.70, 0.71), beside the paper's 80.00.
   assert '| Sym. 0.2 | fedavg (FedAvg) | 80.00 | 70.50 ± 0.50 | 65.50 ± 0.50 | 2 |' in text
-  assert '| Sym. 0.6 | fedprox | -2.00 | +4.00 |' in text  # The paper's gap, ours.
+  # The paper's gap, ours, and ours per seed (each against FedAvg's run of that seed).
+  assert '| Sym. 0.6 | fedprox | -2.00 | +4.50 | 0.50 | +4.00, +5.00 | 2 of 2 |' in text
   assert '| Sym. 0.6 | fedavg > fedprox | fedprox > fedavg | no |' in text
   assert '| Sym. 0.2 | fedprox > fedavg | fedprox > fedavg | yes |' in text
   # FedAvg falls 10 points from its best round to its last: the papers' regime, just.

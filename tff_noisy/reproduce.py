@@ -307,8 +307,13 @@ def render(w: reporting.Writer, groups: dict, paper: dict) -> None:
         continue
       paper_gap = (None if numbers.get(method) is None or base_paper is None
                    else numbers[method] - base_paper)
+      per_seed = _paired_gaps(methods[method], methods[baseline], metric)
+      spread = reporting.mean_std(list(per_seed.values()))
       gaps.append([label, method, '' if paper_gap is None else f'{paper_gap:+.2f}',
-                   f'{100 * (stats[0] - base_ours[0]):+.2f}'])
+                   f'{100 * (stats[0] - base_ours[0]):+.2f}',
+                   'n/a' if spread is None else f'{100 * spread[1]:.2f}',
+                   ', '.join(f'{100 * gap:+.2f}' for gap in per_seed.values()),
+                   f'{sum(gap > 0 for gap in per_seed.values())} of {len(per_seed)}'])
     both = [m for m in ours if ours[m] is not None and numbers.get(m) is not None]
     if len(both) >= 2:
       by_paper = sorted(both, key=lambda m: -numbers[m])
@@ -318,8 +323,10 @@ def render(w: reporting.Writer, groups: dict, paper: dict) -> None:
   w.table(['setting', 'method (paper row)', f'paper ({paper["metric"]})',
             f'ours ({metric})'] + [f'ours ({m})' for m in also] + ['seeds'], rows)
   if gaps:
-    w.add(f'Method minus {paper["baseline"]} (points, in the paper\'s metric):', '')
-    w.table(['setting', 'method', 'paper', 'ours'], gaps)
+    w.add(f'Method minus {paper["baseline"]} (points, in the paper\'s metric); per seed, '
+          f'the method and {paper["baseline"]} ran on the same data:', '')
+    w.table(['setting', 'method', 'paper', 'ours', 'std over seeds', 'per seed',
+             'seeds above'], gaps)
   if rankings:
     w.add('Ranking of the methods by the paper\'s metric:', '')
     w.table(['setting', 'paper', 'ours', 'same order'], rankings)
@@ -331,6 +338,17 @@ def render(w: reporting.Writer, groups: dict, paper: dict) -> None:
           f'accuracy falling from its best round by at least {REGIME_FALL:g} points by the '
           'last (mean over seeds):', '')
     w.table(['setting', 'best', 'last round', 'fall (points)', 'in the regime'], regime)
+
+
+def _paired_gaps(runs, baseline_runs, metric: str) -> dict:
+  """``{seed: method - baseline}`` in ``metric`` for the seeds both ran, in seed order."""
+  base = {r.seed: paper_metric(r.results, metric) for r in baseline_runs}
+  gaps = {}
+  for run in sorted(runs, key=lambda r: (r.seed is None, r.seed)):
+    ours = paper_metric(run.results, metric)
+    if ours is not None and base.get(run.seed) is not None:
+      gaps[run.seed] = ours - base[run.seed]
+  return gaps
 
 
 def _memorisation(runs) -> list:
