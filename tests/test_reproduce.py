@@ -127,7 +127,7 @@ def test_the_report_sets_our_cells_beside_the_papers(toy, tmp_path):
   # Best round, mean ± std over seeds 0 and 1 (0.70, 0.71), beside the paper's 80.00.
   assert '| Sym. 0.2 | fedavg (FedAvg) | 80.00 | 70.50 ± 0.50 | 65.50 ± 0.50 | 2 |' in text
   # The paper's gap, ours, and ours per seed (each against FedAvg's run of that seed).
-  assert '| Sym. 0.6 | fedprox | -2.00 | +4.50 | 0.50 | +4.00, +5.00 | 2 of 2 |' in text
+  assert '| Sym. 0.6 | fedprox | -2.00 | +4.50 | 0.50 | 0: +4.00, 1: +5.00 | 2 of 2 |' in text
   assert '| Sym. 0.6 | fedavg > fedprox | fedprox > fedavg | no |' in text
   assert '| Sym. 0.2 | fedprox > fedavg | fedprox > fedavg | yes |' in text
   # FedAvg falls 10 points from its best round to its last: the papers' regime, just.

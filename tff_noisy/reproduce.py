@@ -312,7 +312,7 @@ def render(w: reporting.Writer, groups: dict, paper: dict) -> None:
       gaps.append([label, method, '' if paper_gap is None else f'{paper_gap:+.2f}',
                    f'{100 * (stats[0] - base_ours[0]):+.2f}',
                    'n/a' if spread is None else f'{100 * spread[1]:.2f}',
-                   ', '.join(f'{100 * gap:+.2f}' for gap in per_seed.values()),
+                   ', '.join(f'{seed}: {100 * gap:+.2f}' for seed, gap in per_seed.items()),
                    f'{sum(gap > 0 for gap in per_seed.values())} of {len(per_seed)}'])
     both = [m for m in ours if ours[m] is not None and numbers.get(m) is not None]
     if len(both) >= 2:
@@ -325,7 +325,7 @@ def render(w: reporting.Writer, groups: dict, paper: dict) -> None:
   if gaps:
     w.add(f'Method minus {paper["baseline"]} (points, in the paper\'s metric); per seed, '
           f'the method and {paper["baseline"]} ran on the same data:', '')
-    w.table(['setting', 'method', 'paper', 'ours', 'std over seeds', 'per seed',
+    w.table(['setting', 'method', 'paper', 'ours', 'std over seeds', 'seed: ours',
              'seeds above'], gaps)
   if rankings:
     w.add('Ranking of the methods by the paper\'s metric:', '')
@@ -344,7 +344,7 @@ def _paired_gaps(runs, baseline_runs, metric: str) -> dict:
   """``{seed: method - baseline}`` in ``metric`` for the seeds both ran, in seed order."""
   base = {r.seed: paper_metric(r.results, metric) for r in baseline_runs}
   gaps = {}
-  for run in sorted(runs, key=lambda r: (r.seed is None, r.seed)):
+  for run in sorted(runs, key=lambda r: -1 if r.seed is None else r.seed):
     ours = paper_metric(run.results, metric)
     if ours is not None and base.get(run.seed) is not None:
       gaps[run.seed] = ours - base[run.seed]
