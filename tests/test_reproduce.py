@@ -156,6 +156,18 @@ def test_every_shipped_protocol_loads_and_its_cells_validate(monkeypatch):
   assert reproduce.table_of('fedln', None, 'paper').id == 'table1_cifar10'
 
 
+def test_fedln_baselines_take_the_official_code_parameters():
+  """specs/fedln.md §5: LS smoothing 0.2, Bi-Tempered t1 0.8 and t2 1.4 (not the
+  project's defaults); the other methods keep the config's params."""
+  plan = reproduce.plan(reproduce.table_of('fedln', 'table1_fmnist'), 'cpu')
+  runs = studies.plan_grid(plan.config_path, plan.overrides, plan.methods, plan.settings[:1],
+                           plan.seeds[:1], plan.method_overrides)
+  params = {r.method: r.config.method.params for r in runs}
+  assert params['label_smoothing'] == {'smoothing': 0.2}
+  assert params['bi_tempered'] == {'t1': 0.8, 't2': 1.4}
+  assert params['fedavg'] == {} and params['fedln_nafedavg']['nu'] == 75
+
+
 def test_maskedoptim_aggregates_as_its_paper_and_its_baselines_with_the_mean():
   plan = reproduce.plan(reproduce.table_of('maskedoptim', 'table3_cifar10'), 'cpu')
   runs = studies.plan_grid(plan.config_path, plan.overrides, plan.methods, plan.settings,
