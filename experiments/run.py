@@ -5,7 +5,7 @@
   tff-noisy compare CONFIG.yaml --methods fedavg,fedprox --out DIR [--set ...]
       [--resume | --overwrite] [--workers host:port,...]
   tff-noisy grid CONFIG.yaml --methods a,b --setting "k=v,k=v" ... --seeds 0,1 --out DIR
-      [--resume | --overwrite] [--workers host:port,...]
+      [--resume | --overwrite] [--workers host:port,... | --jobs N]
   tff-noisy worker --port P [--host 0.0.0.0] [--max-concurrent-calls N]   (a TFF worker)
   tff-noisy data build CONFIG.yaml [--set ...]
   tff-noisy export RUN_DIR --quantize none|float16|dynamic|int8 [--out F] [--verify]
@@ -14,7 +14,8 @@
   tff-noisy list [methods|aggregators|models|datasets|noise|partitions]
   tff-noisy report DIR   (a run, compare or grid directory: writes DIR/report.md + PNGs)
   tff-noisy reproduce PAPER [--table T] [--scale cpu|paper] [--settings S,..] [--methods M,..]
-      [--seeds 0,1,2] [--set ...] --out DIR [--resume | --overwrite];  tff-noisy reproduce --list
+      [--seeds 0,1,2] [--set ...] --out DIR [--resume | --overwrite] [--jobs N];
+  tff-noisy reproduce --list
 
 --verbose (before or after the command) shows TensorFlow's start-up log and library
 warnings, which are hidden by default.
@@ -40,6 +41,7 @@ from tff_noisy import workers
 from tff_noisy.data import sources
 from tff_noisy.embeddings.cli import add_embed_command
 from tff_noisy.simulation import run_dir
+from tff_noisy.simulation import run_processes
 from tff_noisy.simulation import studies
 from tflite_export import export_run
 
@@ -146,12 +148,33 @@ def _cmd_grid(args) -> None:
   """Every method x setting x seed on identical data per (setting, seed); a mean table."""
   names = _method_names(args.methods)
   seeds = _seeds(args.seeds)
+  run_all = _runs_in_processes(args)
   with run_dir.claim(args.out, resume=args.resume, overwrite=args.overwrite):
     table = studies.grid(args.config, args.set, names,
                          [studies.Setting.parse(s) for s in args.setting or ['']], seeds,
                          args.out,
-                         lambda config, out, choices: _run(config, out, args, choices))
+                         lambda config, out, choices: _run(config, out, args, choices),
+                         run_all=run_all)
   print(table)
+
+
+def _runs_in_processes(args):
+  """``studies.grid``'s ``run_all`` for ``--jobs N`` above 1: N runs at once, each a
+  ``tff-noisy run`` process; None for one run at a time in this process."""
+  if args.jobs < 1:
+    raise config_lib.ConfigError(f'--jobs: expected an integer >= 1, got {args.jobs}')
+  if args.jobs == 1:
+    return None
+  if args.workers is not None:
+    raise config_lib.ConfigError('--jobs: runs at once would share the --workers; give one '
+                                 'of --jobs and --workers')
+  flags = (['--resume'] if args.resume else []) + (['--overwrite'] if args.overwrite else [])
+  flags += ['--verbose'] if getattr(args, 'verbose', False) else []
+
+  def command(config_file, out_dir):
+    return [sys.executable, '-m', 'experiments.run', 'run', config_file, '--out', out_dir,
+            *flags]
+  return lambda planned: run_processes.run_all(planned, args.out, args.jobs, command)
 
 
 def _cmd_worker(args) -> None:
@@ -196,11 +219,12 @@ def _cmd_reproduce(args) -> None:
   table = reproduce.table_of(args.paper, args.table, args.scale)
   plan = reproduce.plan(table, args.scale, _seeds(args.seeds) if args.seeds else None,
                         args.set, _names(args.settings), _names(args.methods))
+  run_all = _runs_in_processes(args)
   with run_dir.claim(args.out, resume=args.resume, overwrite=args.overwrite):
     studies.grid(plan.config_path, plan.overrides, plan.methods, plan.settings, plan.seeds,
                  args.out, lambda config, out, choices: _run(config, out, args, choices),
                  paper=table.study(args.scale, args.set, plan.methods),
-                 method_overrides=plan.method_overrides)
+                 method_overrides=plan.method_overrides, run_all=run_all)
   path, figures = report.write_report(args.out)
   print(f'{table.paper} {table.cite} at scale {args.scale}: wrote {path} and '
         f'{len(figures)} figure(s)')
@@ -243,6 +267,12 @@ def _parser() -> argparse.ArgumentParser:
                    'evenly; same results as a local run')
     return p
 
+  def with_jobs(p):
+    p.add_argument('--jobs', type=int, default=1, metavar='N',
+                   help='cells run at once, each in a process of its own (its output in '
+                   'OUT/logs/); same results as one at a time (default: 1, in this '
+                   'process)')
+
   run = with_out(with_config(sub.add_parser('run', help='run one experiment')),
                  'continue from the last checkpoint')
   run.set_defaults(func=_cmd_run)
@@ -258,6 +288,7 @@ def _parser() -> argparse.ArgumentParser:
                     help='comma-separated key=value overrides naming one setting; repeat')
   grid.add_argument('--seeds', default='0', help='comma-separated seeds')
   with_out(grid, 'resume each run')
+  with_jobs(grid)
   grid.set_defaults(func=_cmd_grid)
 
   data = sub.add_parser('data', help='federated data tools')
@@ -315,6 +346,7 @@ def _parser() -> argparse.ArgumentParser:
   reuse.add_argument('--resume', action='store_true',
                      help='continue: finished cells are kept, the rest resume or start')
   reuse.add_argument('--overwrite', action='store_true', help='start every cell afresh')
+  with_jobs(reproducing)
   reproducing.set_defaults(func=_cmd_reproduce, workers=None)
 
   reporting = sub.add_parser('report', help='report.md with figures of a run, compare or '

@@ -79,6 +79,14 @@ def test_grid_seeds_that_are_not_integers(capsys, tmp_path):
       "--seeds: expected comma-separated integers, e.g. 0,1,2; got '0,x'")
 
 
+def test_grid_jobs_below_one_and_jobs_with_workers(capsys, tmp_path):
+  grid = ['grid', _DEMO, '--methods', 'fedavg', '--out', str(tmp_path / 'g')]
+  assert _fails(capsys, grid + ['--jobs', '0']) == '--jobs: expected an integer >= 1, got 0'
+  assert _fails(capsys, grid + ['--jobs', '2', '--workers', 'localhost:7000']) == (
+      '--jobs: runs at once would share the --workers; give one of --jobs and --workers')
+  assert not (tmp_path / 'g').exists()  # Refused before any work.
+
+
 @pytest.mark.parametrize('command', ['compare', 'grid'])
 def test_compared_methods_share_one_params_section(capsys, tmp_path, command):
   """Each compared method keeps the parameters it takes; one no method takes is an error."""

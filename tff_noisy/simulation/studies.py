@@ -22,6 +22,7 @@ from tff_noisy import config as config_lib
 from tff_noisy import files
 from tff_noisy import methods
 from tff_noisy import validation
+from tff_noisy.simulation import results as results_lib
 
 MANIFEST_FILE = 'manifest.json'
 
@@ -168,20 +169,29 @@ def compare(config: config_lib.ExperimentConfig, names: list, out: str,
 
 def grid(config_path: str, overrides: list, names: list, settings: List[Setting],
          seeds: list, out: str, run: Callable, paper: Optional[dict] = None,
-         method_overrides: Optional[Dict[str, list]] = None) -> str:
-  """Runs every method x setting x seed (``run(config, out_dir, choices)`` each) after
-  writing the manifest; writes ``grid.csv`` and ``grid.md``; returns the Markdown table.
-  ``method_overrides``: see ``plan_grid``."""
+         method_overrides: Optional[Dict[str, list]] = None,
+         run_all: Optional[Callable[[List[PlannedRun]], None]] = None) -> str:
+  """Runs every method x setting x seed (``run(config, out_dir, choices)`` each, one at a
+  time) after writing the manifest; writes ``grid.csv`` and ``grid.md``; returns the
+  Markdown table. ``method_overrides``: see ``plan_grid``. ``run_all``: runs the planned
+  runs instead, in any order or at once (``run_processes``); the table is then read from
+  their results files."""
   settings = settings or [Setting.parse('')]
   planned = plan_grid(config_path, overrides, names, settings, seeds, method_overrides)
   write_manifest(out, 'grid', planned, names, seeds, {s.name: s.label for s in settings},
                  paper)
   scores = {}
+  if run_all is not None:
+    run_all(planned)
   for number, r in enumerate(planned, 1):
-    print(f'[grid] cell {number} of {len(planned)}: {r.path}', file=sys.stderr, flush=True)
-    results = run(r.config, os.path.join(out, r.path), r.choices)
-    scores.setdefault((r.setting, r.method), []).append(
-        (results.final_accuracy, results.last10_accuracy))
+    if run_all is None:
+      print(f'[grid] cell {number} of {len(planned)}: {r.path}', file=sys.stderr, flush=True)
+      results = run(r.config, os.path.join(out, r.path), r.choices)
+      score = (results.final_accuracy, results.last10_accuracy)
+    else:
+      results = results_lib.load(os.path.join(out, r.path))
+      score = (results['final_accuracy'], results['last10_accuracy'])
+    scores.setdefault((r.setting, r.method), []).append(score)
   return _write_grid(out, seeds, names, settings, scores)
 
 

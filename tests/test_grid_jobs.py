@@ -1,0 +1,34 @@
+"""``tff-noisy grid --jobs 2``: the cells run as ``tff-noisy run`` processes, both at once,
+and every cell's accuracy per round equals the grid run one cell at a time in-process."""
+import json
+import os
+
+import pytest
+
+from experiments import run as cli
+
+_DEMO = os.path.join(os.path.dirname(__file__), '..', 'experiments', 'configs', 'demo.yaml')
+_CELLS = ['default/seed1/fedavg', 'default/seed1/fedprox']
+
+
+def _accuracies(out) -> dict:
+  return {cell: [r['test_accuracy'] for r in json.loads(
+      (out / cell / 'results.json').read_text())['rounds']] for cell in _CELLS}
+
+
+@pytest.mark.slow
+def test_two_jobs_give_the_results_of_one_at_a_time(tmp_path, capfd):
+  grid = ['grid', _DEMO, '--methods', 'fedavg,fedprox', '--seeds', '1', '--set',
+          'fl.rounds=3', '--set', 'method.name=fedavg', '--set', 'method.params={}']
+  cli.main(grid + ['--out', str(tmp_path / 'one')])
+  cli.main(grid + ['--out', str(tmp_path / 'two'), '--jobs', '2'])
+  assert _accuracies(tmp_path / 'two') == _accuracies(tmp_path / 'one')
+  assert (tmp_path / 'two/grid.csv').read_text() == (tmp_path / 'one/grid.csv').read_text()
+  err = capfd.readouterr().err
+  assert err.count(' started (its output: ') == 2
+  assert '[grid] cell 2 of 2: default/seed1/fedprox done in ' in err
+  log = (tmp_path / 'two/logs/default__seed1__fedprox.log').read_text()
+  assert 'fedprox: final accuracy' in log  # The run's own last line.
+  # --resume of a finished grid: each run continues from its last checkpoint, unchanged.
+  cli.main(grid + ['--out', str(tmp_path / 'two'), '--jobs', '2', '--resume'])
+  assert _accuracies(tmp_path / 'two') == _accuracies(tmp_path / 'one')
