@@ -154,7 +154,7 @@ def _cmd_grid(args) -> None:
                          [studies.Setting.parse(s) for s in args.setting or ['']], seeds,
                          args.out,
                          lambda config, out, choices: _run(config, out, args, choices),
-                         run_all=run_all)
+                         run_all=run_all, keep_finished=args.resume)
   print(table)
 
 
@@ -224,7 +224,8 @@ def _cmd_reproduce(args) -> None:
     studies.grid(plan.config_path, plan.overrides, plan.methods, plan.settings, plan.seeds,
                  args.out, lambda config, out, choices: _run(config, out, args, choices),
                  paper=table.study(args.scale, args.set, plan.methods),
-                 method_overrides=plan.method_overrides, run_all=run_all)
+                 method_overrides=plan.method_overrides, run_all=run_all,
+                 keep_finished=args.resume)
   path, figures = report.write_report(args.out)
   print(f'{table.paper} {table.cite} at scale {args.scale}: wrote {path} and '
         f'{len(figures)} figure(s)')
@@ -287,7 +288,8 @@ def _parser() -> argparse.ArgumentParser:
   grid.add_argument('--setting', action='append', default=[],
                     help='comma-separated key=value overrides naming one setting; repeat')
   grid.add_argument('--seeds', default='0', help='comma-separated seeds')
-  with_out(grid, 'resume each run')
+  with_out(grid, 'continue: runs finished with the same config are kept, the rest resume '
+           'or start')
   with_jobs(grid)
   grid.set_defaults(func=_cmd_grid)
 

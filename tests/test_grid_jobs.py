@@ -29,6 +29,9 @@ def test_two_jobs_give_the_results_of_one_at_a_time(tmp_path, capfd):
   assert '[grid] cell 2 of 2: default/seed1/fedprox done in ' in err
   log = (tmp_path / 'two/logs/default__seed1__fedprox.log').read_text()
   assert 'fedprox: final accuracy' in log  # The run's own last line.
-  # --resume of a finished grid: each run continues from its last checkpoint, unchanged.
+  # --resume of a finished grid keeps every run: no process starts.
   cli.main(grid + ['--out', str(tmp_path / 'two'), '--jobs', '2', '--resume'])
   assert _accuracies(tmp_path / 'two') == _accuracies(tmp_path / 'one')
+  err = capfd.readouterr().err
+  assert '[grid] 2 of 2 cells finished earlier with the same config: kept; 0 to run' in err
+  assert ' started ' not in err

@@ -74,3 +74,35 @@ def test_a_compare_validates_every_method_before_its_first_run(tmp_path):
   assert (tmp_path / 'comparison.csv').read_text().splitlines()[0] == (
       'method,final_accuracy,last10_accuracy')
   assert studies.read_manifest(str(tmp_path))['runs'][1]['path'] == 'fedln'
+
+
+def test_a_resumed_grid_keeps_the_runs_finished_with_the_same_config(tmp_path, capsys):
+  """``--resume``: a run with a results file of the same config is not started again (a
+  method's set-up, such as Confident Learning's cross-validation, is not redone); one
+  without, or of another config, runs."""
+  path = tmp_path / 'c.yaml'
+  path.write_text(json.dumps(_CONFIG))
+  out = tmp_path / 'grid'
+  out.mkdir()
+
+  def grid(calls, keep_finished, rounds=3):
+    return studies.grid(str(path), [f'fl.rounds={rounds}'], ['fedavg', 'fedln'], [], [0, 1],
+                        str(out), _recording_run(calls, str(out), []),
+                        keep_finished=keep_finished)
+  first = []
+  table = grid(first, keep_finished=True)  # Nothing finished yet: every run starts.
+  assert len(first) == 4
+  (out / 'default/seed1/fedln/results.json').unlink()  # Interrupted before its end.
+  capsys.readouterr()
+  again = []
+  assert grid(again, keep_finished=True) == table  # The kept runs' scores, from file.
+  assert [(name, seed) for name, seed, _, _ in again] == [('fedln', 1)]
+  assert capsys.readouterr().err.splitlines() == [
+      '[grid] 3 of 4 cells finished earlier with the same config: kept; 1 to run',
+      '[grid] cell 1 of 1: default/seed1/fedln']
+  longer = []  # Another config (more rounds): every run goes on.
+  grid(longer, keep_finished=True, rounds=4)
+  assert len(longer) == 4
+  overwritten = []  # Without --resume (--overwrite): every run starts again.
+  grid(overwritten, keep_finished=False, rounds=4)
+  assert len(overwritten) == 4

@@ -22,6 +22,7 @@ from tff_noisy import config as config_lib
 from tff_noisy import files
 from tff_noisy import methods
 from tff_noisy import validation
+from tff_noisy.errors import UserError
 from tff_noisy.simulation import results as results_lib
 
 MANIFEST_FILE = 'manifest.json'
@@ -170,29 +171,53 @@ def compare(config: config_lib.ExperimentConfig, names: list, out: str,
 def grid(config_path: str, overrides: list, names: list, settings: List[Setting],
          seeds: list, out: str, run: Callable, paper: Optional[dict] = None,
          method_overrides: Optional[Dict[str, list]] = None,
-         run_all: Optional[Callable[[List[PlannedRun]], None]] = None) -> str:
+         run_all: Optional[Callable[[List[PlannedRun]], None]] = None,
+         keep_finished: bool = False) -> str:
   """Runs every method x setting x seed (``run(config, out_dir, choices)`` each, one at a
   time) after writing the manifest; writes ``grid.csv`` and ``grid.md``; returns the
   Markdown table. ``method_overrides``: see ``plan_grid``. ``run_all``: runs the planned
   runs instead, in any order or at once (``run_processes``); the table is then read from
-  their results files."""
+  their results files. ``keep_finished`` (``--resume``): a run already finished with the
+  same config (``finished_results``) is kept, not started again."""
   settings = settings or [Setting.parse('')]
   planned = plan_grid(config_path, overrides, names, settings, seeds, method_overrides)
   write_manifest(out, 'grid', planned, names, seeds, {s.name: s.label for s in settings},
                  paper)
-  scores = {}
-  if run_all is not None:
-    run_all(planned)
-  for number, r in enumerate(planned, 1):
-    if run_all is None:
-      print(f'[grid] cell {number} of {len(planned)}: {r.path}', file=sys.stderr, flush=True)
+  scores = {}  # Run path -> (final, last-10 accuracy).
+  if keep_finished:
+    for r in planned:
+      done = finished_results(os.path.join(out, r.path), r.config)
+      if done is not None:
+        scores[r.path] = (done['final_accuracy'], done['last10_accuracy'])
+  to_run = [r for r in planned if r.path not in scores]
+  if scores:
+    print(f'[grid] {len(scores)} of {len(planned)} cells finished earlier with the same '
+          f'config: kept; {len(to_run)} to run', file=sys.stderr, flush=True)
+  if run_all is None:
+    for number, r in enumerate(to_run, 1):
+      print(f'[grid] cell {number} of {len(to_run)}: {r.path}', file=sys.stderr, flush=True)
       results = run(r.config, os.path.join(out, r.path), r.choices)
-      score = (results.final_accuracy, results.last10_accuracy)
-    else:
+      scores[r.path] = (results.final_accuracy, results.last10_accuracy)
+  else:
+    run_all(to_run)
+    for r in to_run:
       results = results_lib.load(os.path.join(out, r.path))
-      score = (results['final_accuracy'], results['last10_accuracy'])
-    scores.setdefault((r.setting, r.method), []).append(score)
-  return _write_grid(out, seeds, names, settings, scores)
+      scores[r.path] = (results['final_accuracy'], results['last10_accuracy'])
+  by_cell = {}
+  for r in planned:
+    by_cell.setdefault((r.setting, r.method), []).append(scores[r.path])
+  return _write_grid(out, seeds, names, settings, by_cell)
+
+
+def finished_results(run_dir: str, config: config_lib.ExperimentConfig) -> Optional[dict]:
+  """The results of the run finished in ``run_dir`` with exactly ``config``; None when it
+  has not finished (a run writes its results file last) or ran another config."""
+  try:
+    done = results_lib.load(run_dir)
+  except (FileNotFoundError, UserError):
+    return None
+  same = done['config'] == json.loads(json.dumps(config.to_dict()))  # As the file has it.
+  return done if same else None
 
 
 def _write_grid(out: str, seeds: list, names: list, settings: List[Setting],
