@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Tuple
 
 from tff_noisy import config as config_lib
 from tff_noisy.errors import UserError
@@ -37,8 +37,9 @@ def log_path(out: str, run_path: str) -> str:
 
 
 def run_all(planned: list, out: str, jobs: int, command: Callable[[str, str], List[str]],
-            poll_seconds: float = 0.5) -> None:
-  """Runs every ``studies.PlannedRun`` of ``planned``, ``jobs`` at a time.
+            poll_seconds: float = 0.5) -> Dict[str, Tuple]:
+  """Runs every ``studies.PlannedRun`` of ``planned``, ``jobs`` at a time; returns each
+  run's ``(final, last-10 accuracy)`` by its path, read from its results file.
 
   Args:
     planned: the grid's runs, in order; each is started in this order.
@@ -52,7 +53,7 @@ def run_all(planned: list, out: str, jobs: int, command: Callable[[str, str], Li
   """
   total, waiting = len(planned), list(enumerate(planned, 1))
   running: Dict[int, tuple] = {}  # Number -> (run, process, its log file, start time).
-  failed = []
+  failed, scores = [], {}
   os.makedirs(os.path.join(out, LOG_DIR), exist_ok=True)
   with tempfile.TemporaryDirectory(prefix='tff-noisy-runs-') as configs:
     try:
@@ -67,10 +68,11 @@ def run_all(planned: list, out: str, jobs: int, command: Callable[[str, str], Li
           del running[number]
           took = progress.duration(time.monotonic() - started)
           if process.returncode == 0:
-            scores = results_lib.load(os.path.join(out, run.path))
+            done = results_lib.load(os.path.join(out, run.path))
+            scores[run.path] = (done['final_accuracy'], done['last10_accuracy'])
             _say(f'[grid] cell {number} of {total}: {run.path} done in {took}: final '
-                 f'{_score(scores["final_accuracy"])}, last-10 '
-                 f'{_score(scores["last10_accuracy"])} ({len(running)} running, '
+                 f'{_score(scores[run.path][0])}, last-10 '
+                 f'{_score(scores[run.path][1])} ({len(running)} running, '
                  f'{len(waiting)} waiting)')
           else:
             failed.append(f'{run.path} (exit status {process.returncode}; its output: '
@@ -86,6 +88,7 @@ def run_all(planned: list, out: str, jobs: int, command: Callable[[str, str], Li
     not_started = f'; {len(waiting)} not started' if waiting else ''
     raise RunsFailed(f"{len(failed)} run(s) failed: {'; '.join(failed)}{not_started}; "
                      'mend the cause, then continue the grid with --resume')
+  return scores
 
 
 def _start(run, number: int, total: int, out: str, configs: str, command) -> tuple:

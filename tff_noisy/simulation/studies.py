@@ -171,13 +171,13 @@ def compare(config: config_lib.ExperimentConfig, names: list, out: str,
 def grid(config_path: str, overrides: list, names: list, settings: List[Setting],
          seeds: list, out: str, run: Callable, paper: Optional[dict] = None,
          method_overrides: Optional[Dict[str, list]] = None,
-         run_all: Optional[Callable[[List[PlannedRun]], None]] = None,
+         run_all: Optional[Callable[[List[PlannedRun]], Dict[str, tuple]]] = None,
          keep_finished: bool = False) -> str:
   """Runs every method x setting x seed (``run(config, out_dir, choices)`` each, one at a
   time) after writing the manifest; writes ``grid.csv`` and ``grid.md``; returns the
   Markdown table. ``method_overrides``: see ``plan_grid``. ``run_all``: runs the planned
-  runs instead, in any order or at once (``run_processes``); the table is then read from
-  their results files. ``keep_finished`` (``--resume``): a run already finished with the
+  runs instead, in any order or at once (``run_processes``), and returns each one's
+  ``(final, last-10 accuracy)`` by its path. ``keep_finished`` (``--resume``): a run already finished with the
   same config (``finished_results``) is kept, not started again."""
   settings = settings or [Setting.parse('')]
   planned = plan_grid(config_path, overrides, names, settings, seeds, method_overrides)
@@ -199,10 +199,7 @@ def grid(config_path: str, overrides: list, names: list, settings: List[Setting]
       results = run(r.config, os.path.join(out, r.path), r.choices)
       scores[r.path] = (results.final_accuracy, results.last10_accuracy)
   else:
-    run_all(to_run)
-    for r in to_run:
-      results = results_lib.load(os.path.join(out, r.path))
-      scores[r.path] = (results['final_accuracy'], results['last10_accuracy'])
+    scores.update(run_all(to_run))
   by_cell = {}
   for r in planned:
     by_cell.setdefault((r.setting, r.method), []).append(scores[r.path])
