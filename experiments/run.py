@@ -15,7 +15,7 @@
   tff-noisy report DIR   (a run, compare or grid directory: writes DIR/report.md + PNGs)
   tff-noisy reproduce PAPER [--table T] [--scale cpu|paper] [--settings S,..] [--methods M,..]
       [--seeds 0,1,2] [--set ...] --out DIR [--resume | --overwrite] [--jobs N];
-  tff-noisy reproduce --list
+  tff-noisy reproduce [PAPER] --list
 
 --verbose (before or after the command) shows TensorFlow's start-up log and library
 warnings, which are hidden by default.
@@ -211,7 +211,7 @@ def _cmd_evaluate(args) -> None:
 def _cmd_reproduce(args) -> None:
   """A paper's table as a grid, then its report beside the paper's numbers."""
   if args.list:
-    print(reproduce.listing())
+    print(reproduce.listing(args.paper))
     return
   if not args.paper or not args.out:
     raise config_lib.ConfigError('reproduce: give PAPER and --out DIR (or --list); '
@@ -329,7 +329,8 @@ def _parser() -> argparse.ArgumentParser:
   reproducing.add_argument('paper', nargs='?', metavar='PAPER',
                            help='a paper of experiments/protocols/ (see --list)')
   reproducing.add_argument('--list', action='store_true',
-                           help='papers, tables, scales and the time per cell measured here')
+                           help='papers (or only PAPER), their tables and scales, and the '
+                           'time per cell measured here')
   reproducing.add_argument('--table', help="one of the paper's tables (default: its first "
                            'with a protocol at --scale)')
   reproducing.add_argument('--scale', choices=reproduce.SCALES, default='cpu',

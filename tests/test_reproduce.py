@@ -64,6 +64,9 @@ def test_a_protocol_loads_with_its_papers_numbers_and_scales(toy):
   listing = reproduce.listing()
   assert '--table table2: Table 2, 2 settings x 2 methods; metric best' in listing
   assert '--scale cpu: 8 cells (2 seeds); ~0.5 min per cell' in listing
+  assert reproduce.listing('toy') == listing
+  with pytest.raises(ConfigError, match="unknown paper 'tyo'"):
+    reproduce.listing('tyo')
   with pytest.raises(ConfigError, match="unknown paper 'tyo'; did you mean 'toy'"):
     reproduce.load('tyo')
   with pytest.raises(ConfigError, match="--table: 'toy' has no table 'table3'"):

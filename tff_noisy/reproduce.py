@@ -179,16 +179,17 @@ def table_of(paper: str, table: Optional[str], scale: Optional[str] = None) -> T
   return tables[table]
 
 
-def listing() -> str:
-  """Every paper, table and scale, with a measured time per cell where there is one."""
+def listing(paper: Optional[str] = None) -> str:
+  """Every paper's (or only ``paper``'s) tables and scales, with a measured time per
+  cell where there is one."""
   lines = []
-  for paper in papers():
+  for paper in [paper] if paper else papers():
     tables = load(paper)
     first = next(iter(tables.values()))
     lines.append(f'{paper}: {first.citation}')
     for table in tables.values():
-      lines.append(f'  --table {table.id}: {table.cite}, {len(table.settings)} settings x '
-                   f'{len(table.methods)} methods; metric {table.metric}'
+      lines.append(f'  --table {table.id}: {table.cite}, {_count(table.settings, "setting")} x '
+                   f'{_count(table.methods, "method")}; metric {table.metric}'
                    + ('' if table.scales else '; no scale to run it yet'))
       for name, scale in table.scales.items():
         cells = len(scale.settings) * len(scale.methods) * len(scale.seeds)
@@ -200,6 +201,10 @@ def listing() -> str:
                   else 'time per cell not measured yet')
         lines.append(f'    --scale {name}: {cells} cells ({len(scale.seeds)} seeds); {time}')
   return '\n'.join(lines)
+
+
+def _count(items, noun: str) -> str:
+  return f'{len(items)} {noun}' + ('' if len(items) == 1 else 's')
 
 
 class Plan(NamedTuple):
