@@ -3,7 +3,7 @@
   tff-noisy run CONFIG.yaml --out DIR [--set key=value ...] [--resume | --overwrite]
       [--workers host:port,...]
   tff-noisy compare CONFIG.yaml --methods fedavg,fedprox --out DIR [--set ...]
-      [--resume | --overwrite] [--workers host:port,...]
+      [--resume | --overwrite] [--workers host:port,... | --jobs N]
   tff-noisy grid CONFIG.yaml --methods a,b --setting "k=v,k=v" ... --seeds 0,1 --out DIR
       [--resume | --overwrite] [--workers host:port,... | --jobs N]
   tff-noisy worker --port P [--host 0.0.0.0] [--max-concurrent-calls N]   (a TFF worker)
@@ -118,10 +118,11 @@ def _method_names(methods: str) -> list:
 def _cmd_compare(args) -> None:
   config = config_lib.load(args.config, args.set)
   names = _method_names(args.methods)
+  run_all = _runs_in_processes(args, 'compare')
   with run_dir.claim(args.out, resume=args.resume, overwrite=args.overwrite):
     done = studies.compare(config, names, args.out,
                            lambda method_cfg, out, choices: _run(method_cfg, out, args,
-                                                                 choices))
+                                                                 choices), run_all)
   width = max(16, max(len(name) for name, _ in done) + 2)
   print(f'\n{"method":<{width}}{"final":>10}{"last-10":>10}')
   for name, results in done:
@@ -158,9 +159,9 @@ def _cmd_grid(args) -> None:
   print(table)
 
 
-def _runs_in_processes(args):
-  """``studies.grid``'s ``run_all`` for ``--jobs N`` above 1: N runs at once, each a
-  ``tff-noisy run`` process; None for one run at a time in this process."""
+def _runs_in_processes(args, study: str = 'grid'):
+  """The ``run_all`` of ``studies.grid`` (or ``compare``) for ``--jobs N`` above 1: N runs
+  at once, each a ``tff-noisy run`` process; None for one run at a time in this process."""
   if args.jobs < 1:
     raise config_lib.ConfigError(f'--jobs: expected an integer >= 1, got {args.jobs}')
   if args.jobs == 1:
@@ -174,7 +175,8 @@ def _runs_in_processes(args):
   def command(config_file, out_dir):
     return [sys.executable, '-m', 'experiments.run', 'run', config_file, '--out', out_dir,
             *flags]
-  return lambda planned: run_processes.run_all(planned, args.out, args.jobs, command)
+  return lambda planned: run_processes.run_all(planned, args.out, args.jobs, command,
+                                               study=study)
 
 
 def _cmd_worker(args) -> None:
@@ -270,7 +272,7 @@ def _parser() -> argparse.ArgumentParser:
 
   def with_jobs(p):
     p.add_argument('--jobs', type=int, default=1, metavar='N',
-                   help='cells run at once, each in a process of its own (its output in '
+                   help='runs at once, each in a process of its own (its output in '
                    'OUT/logs/); same results as one at a time (default: 1, in this '
                    'process)')
 
@@ -281,6 +283,7 @@ def _parser() -> argparse.ArgumentParser:
   compare = with_config(sub.add_parser('compare', help='several methods on identical data'))
   compare.add_argument('--methods', required=True, help='comma-separated method names')
   with_out(compare, 'resume each method run')
+  with_jobs(compare)
   compare.set_defaults(func=_cmd_compare)
 
   grid = with_config(sub.add_parser('grid', help='methods x settings x seeds, mean table'))

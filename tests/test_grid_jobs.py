@@ -1,5 +1,6 @@
-"""``tff-noisy grid --jobs 2``: the cells run as ``tff-noisy run`` processes, both at once,
-and every cell's accuracy per round equals the grid run one cell at a time in-process."""
+"""``tff-noisy grid --jobs 2`` and ``compare --jobs 2``: the runs are ``tff-noisy run``
+processes, both at once, and every run's accuracy per round equals the one-at-a-time
+study's, run in-process."""
 import json
 import os
 
@@ -35,3 +36,23 @@ def test_two_jobs_give_the_results_of_one_at_a_time(tmp_path, capfd):
   err = capfd.readouterr().err
   assert '[grid] 2 of 2 cells finished earlier with the same config: kept; 0 to run' in err
   assert ' started ' not in err
+
+
+@pytest.mark.slow
+def test_compare_with_two_jobs_gives_the_results_of_one_at_a_time(tmp_path, capfd):
+  compare = ['compare', _DEMO, '--methods', 'fedavg,fedprox', '--set', 'fl.rounds=3',
+             '--set', 'method.name=fedavg', '--set', 'method.params={}']
+  cli.main(compare + ['--out', str(tmp_path / 'one')])
+  cli.main(compare + ['--out', str(tmp_path / 'two'), '--jobs', '2'])
+  for method in ('fedavg', 'fedprox'):
+    one, two = (json.loads((tmp_path / d / method / 'results.json').read_text())
+                for d in ('one', 'two'))
+    assert [r['test_accuracy'] for r in two['rounds']] == [
+        r['test_accuracy'] for r in one['rounds']]
+  assert ((tmp_path / 'two/comparison.csv').read_text()
+          == (tmp_path / 'one/comparison.csv').read_text())
+  assert (tmp_path / 'two/comparison.png').exists()
+  out, err = capfd.readouterr()
+  assert '[compare] run 2 of 2: fedprox done in ' in err
+  assert 'fedprox: final accuracy' in (tmp_path / 'two/logs/fedprox.log').read_text()
+  assert out.count('\nfedprox ') == 2  # Both print the final table.

@@ -89,6 +89,12 @@ class Results:
     evaluated = self.evaluated[-10:]
     return float(np.mean([r['test_accuracy'] for r in evaluated])) if evaluated else None
 
+  @classmethod
+  def from_dict(cls, values: Dict[str, Any]) -> 'Results':
+    """The results ``load`` read (the accuracies it adds are properties here)."""
+    fields = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{key: value for key, value in values.items() if key in fields})
+
   def to_dict(self) -> Dict[str, Any]:
     values = dataclasses.asdict(self)
     values['final_accuracy'] = self.final_accuracy

@@ -1,12 +1,14 @@
-"""A grid's runs, up to ``jobs`` at once, each in a process of its own (``--jobs N``).
+"""A grid's or a comparison's runs, up to ``jobs`` at once, each in a process of its own
+(``--jobs N``).
 
 Each run is a ``tff-noisy run`` of its validated config (written as JSON, which the
 config loader reads as YAML), started with ``--resume`` or ``--overwrite`` as the grid
 was, its output appended to ``OUT/logs/SETTING__seedN__METHOD.log``. A run's results
 depend on its config alone, so they equal the grid's one-at-a-time runs. A run that fails
 stops new ones from starting; the others finish, then the error names each failed run and
-its log. Ctrl-C or SIGTERM stops the running ones as either stops a run (their
-checkpoints kept for ``--resume``). TensorFlow-free.
+its log. A comparison's logs are ``OUT/logs/METHOD.log``. Ctrl-C or SIGTERM stops the
+running ones as either stops a run (their checkpoints kept for ``--resume``).
+TensorFlow-free.
 """
 
 import json
@@ -25,10 +27,11 @@ from tff_noisy.simulation import results as results_lib
 
 LOG_DIR = 'logs'
 _STOP_SECONDS = 600  # How long a stopped run may take to save and exit before SIGKILL.
+_UNIT = {'grid': 'cell', 'compare': 'run'}  # What the progress lines call one run.
 
 
 class RunsFailed(UserError):
-  """One or more runs of a grid ended with an error."""
+  """One or more runs of a grid or a comparison ended with an error."""
 
 
 def log_path(out: str, run_path: str) -> str:
@@ -37,21 +40,23 @@ def log_path(out: str, run_path: str) -> str:
 
 
 def run_all(planned: list, out: str, jobs: int, command: Callable[[str, str], List[str]],
-            poll_seconds: float = 0.5) -> Dict[str, Tuple]:
+            poll_seconds: float = 0.5, study: str = 'grid') -> Dict[str, Tuple]:
   """Runs every ``studies.PlannedRun`` of ``planned``, ``jobs`` at a time; returns each
   run's ``(final, last-10 accuracy)`` by its path, read from its results file.
 
   Args:
-    planned: the grid's runs, in order; each is started in this order.
-    out: the grid's directory (runs go in ``OUT/run.path``).
+    planned: the study's runs, in order; each is started in this order.
+    out: the study's directory (runs go in ``OUT/run.path``).
     jobs: the most runs at once, >= 1.
     command: ``command(config_file, run_dir)``: the command line of one run.
     poll_seconds: how often the running processes are checked.
+    study: ``grid`` or ``compare``, which the progress lines and errors name.
 
   Raises:
     RunsFailed: a run exited with an error (the message names each, with its log).
   """
   total, waiting = len(planned), list(enumerate(planned, 1))
+  unit = f'[{study}] {_UNIT[study]}'  # '[grid] cell': progress lines say '[grid] cell 3 of 54'.
   running: Dict[int, tuple] = {}  # Number -> (run, process, its log file, start time).
   failed, scores = [], {}
   os.makedirs(os.path.join(out, LOG_DIR), exist_ok=True)
@@ -60,7 +65,8 @@ def run_all(planned: list, out: str, jobs: int, command: Callable[[str, str], Li
       while running or (waiting and not failed):
         while waiting and not failed and len(running) < jobs:
           number, run = waiting.pop(0)
-          running[number] = _start(run, number, total, out, configs, command)
+          running[number] = _start(run, number, f'{unit} {number} of {total}', out,
+                                   configs, command)
         for number, (run, process, log, started) in list(running.items()):
           if process.poll() is None:
             continue
@@ -70,29 +76,30 @@ def run_all(planned: list, out: str, jobs: int, command: Callable[[str, str], Li
           if process.returncode == 0:
             done = results_lib.load(os.path.join(out, run.path))
             scores[run.path] = (done['final_accuracy'], done['last10_accuracy'])
-            _say(f'[grid] cell {number} of {total}: {run.path} done in {took}: final '
+            _say(f'{unit} {number} of {total}: {run.path} done in {took}: final '
                  f'{_score(scores[run.path][0])}, last-10 '
                  f'{_score(scores[run.path][1])} ({len(running)} running, '
                  f'{len(waiting)} waiting)')
           else:
             failed.append(f'{run.path} (exit status {process.returncode}; its output: '
                           f'{log_path(out, run.path)})')
-            _say(f'[grid] cell {number} of {total}: {run.path} failed after {took}; '
+            _say(f'{unit} {number} of {total}: {run.path} failed after {took}; '
                  f'{"no new run starts; " if waiting else ""}{len(running)} still running')
         if running:
           time.sleep(poll_seconds)
     except BaseException:
-      _stop(running)
+      _stop(running, study)
       raise
   if failed:
     not_started = f'; {len(waiting)} not started' if waiting else ''
     raise RunsFailed(f"{len(failed)} run(s) failed: {'; '.join(failed)}{not_started}; "
-                     'mend the cause, then continue the grid with --resume')
+                     f'mend the cause, then continue the {study} with --resume')
   return scores
 
 
-def _start(run, number: int, total: int, out: str, configs: str, command) -> tuple:
-  """Starts ``run`` in a new process; returns ``(run, process, log file, start time)``."""
+def _start(run, number: int, label: str, out: str, configs: str, command) -> tuple:
+  """Starts ``run`` (``label``: how its progress lines begin) in a new process; returns
+  ``(run, process, log file, start time)``."""
   config_file = os.path.join(configs, f'{number}.json')
   with open(config_file, 'w') as f:
     json.dump(run.config.to_dict(), f)
@@ -104,12 +111,12 @@ def _start(run, number: int, total: int, out: str, configs: str, command) -> tup
   log.flush()
   process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
                              stderr=subprocess.STDOUT)
-  _say(f'[grid] cell {number} of {total}: {run.path} started (its output: '
+  _say(f'{label}: {run.path} started (its output: '
        f'{log_path(out, run.path)})')
   return run, process, log, time.monotonic()
 
 
-def _stop(running: dict) -> None:
+def _stop(running: dict, study: str) -> None:
   """Stops the running runs as SIGTERM stops a run, then waits for each to exit."""
   for _, process, _, _ in running.values():
     if process.poll() is None:
@@ -121,7 +128,7 @@ def _stop(running: dict) -> None:
       process.kill()
       process.wait()
     log.close()
-    _say(f'[grid] stopped {run.path}; continue with --resume')
+    _say(f'[{study}] stopped {run.path}; continue with --resume')
 
 
 def _score(value) -> str:

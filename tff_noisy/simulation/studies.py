@@ -14,7 +14,7 @@ import dataclasses
 import json
 import os
 import sys
-from typing import Callable, Dict, List, NamedTuple, Optional
+from typing import Any, Callable, Dict, List, NamedTuple, Optional
 
 import numpy as np
 
@@ -151,14 +151,20 @@ def read_manifest(directory: str) -> Optional[dict]:
 
 
 def compare(config: config_lib.ExperimentConfig, names: list, out: str,
-            run: Callable) -> list:
+            run: Callable, run_all: Optional[Callable[[List[PlannedRun]], Any]] = None
+            ) -> list:
   """Runs ``names`` on identical data into ``OUT/METHOD`` (``run(config, out_dir,
-  choices)`` each);
+  choices)`` each, one at a time, or ``run_all(planned runs)`` at once: ``run_processes``);
   writes the manifest first, then ``comparison.csv`` and ``comparison.png``. Returns
   ``[(method, results)]``."""
   planned = plan_compare(config, names)
   write_manifest(out, 'compare', planned, names, [config.seed])
-  done = [(r.method, run(r.config, os.path.join(out, r.path), r.choices)) for r in planned]
+  if run_all is None:
+    done = [(r.method, run(r.config, os.path.join(out, r.path), r.choices)) for r in planned]
+  else:
+    run_all(planned)
+    done = [(r.method, results_lib.Results.from_dict(
+        results_lib.load(os.path.join(out, r.path)))) for r in planned]
   with open(os.path.join(out, 'comparison.csv'), 'w', newline='') as f:
     writer = csv.writer(f)
     writer.writerow(['method', 'final_accuracy', 'last10_accuracy'])
