@@ -183,8 +183,9 @@ def grid(config_path: str, overrides: list, names: list, settings: List[Setting]
   time) after writing the manifest; writes ``grid.csv`` and ``grid.md``; returns the
   Markdown table. ``method_overrides``: see ``plan_grid``. ``run_all``: runs the planned
   runs instead, in any order or at once (``run_processes``), and returns each one's
-  ``(final, last-10 accuracy)`` by its path. ``keep_finished`` (``--resume``): a run already finished with the
-  same config (``finished_results``) is kept, not started again."""
+  ``(final, last-10 accuracy)`` by its path. ``keep_finished`` (``--resume``): a run
+  already finished with the same config (``finished_results``) is kept, not started
+  again."""
   settings = settings or [Setting.parse('')]
   planned = plan_grid(config_path, overrides, names, settings, seeds, method_overrides)
   write_manifest(out, 'grid', planned, names, seeds, {s.name: s.label for s in settings},
