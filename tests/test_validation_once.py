@@ -32,7 +32,6 @@ def counted(monkeypatch):
   return calls
 
 
-@pytest.mark.slow  # An end-to-end run (make test-all and CI run it).
 def test_a_run_is_validated_once(counted, tmp_path, tmp_cache):
   cli.main(['run', *_ARGS, '--out', str(tmp_path / 'run')])
   assert counted == {'experiment': 1, 'data': 1}

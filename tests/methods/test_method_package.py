@@ -121,7 +121,6 @@ def test_registering_a_name_twice_or_a_non_spec_is_refused(outside_method):
     methods.register({'other': object()})
 
 
-@pytest.mark.slow  # An end-to-end run (make test-all and CI run it).
 def test_an_outside_method_trains_and_its_diagnostic_reaches_results_and_report(
     outside_method, tmp_path, tmp_cache):
   config = config_lib.from_dict({
