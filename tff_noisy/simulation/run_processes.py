@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict, List
 
 from tff_noisy import config as config_lib
 from tff_noisy.errors import UserError
@@ -40,9 +40,9 @@ def log_path(out: str, run_path: str) -> str:
 
 
 def run_all(planned: list, out: str, jobs: int, command: Callable[[str, str], List[str]],
-            poll_seconds: float = 0.5, study: str = 'grid') -> Dict[str, Tuple]:
+            poll_seconds: float = 0.5, study: str = 'grid') -> Dict[str, Dict[str, Any]]:
   """Runs every ``studies.PlannedRun`` of ``planned``, ``jobs`` at a time; returns each
-  run's ``(final, last-10 accuracy)`` by its path, read from its results file.
+  run's results (``results.load``: read once, for its progress line) by its path.
 
   Args:
     planned: the study's runs, in order; each is started in this order.
@@ -56,9 +56,9 @@ def run_all(planned: list, out: str, jobs: int, command: Callable[[str, str], Li
     RunsFailed: a run exited with an error (the message names each, with its log).
   """
   total, waiting = len(planned), list(enumerate(planned, 1))
-  unit = f'[{study}] {_UNIT[study]}'  # '[grid] cell': progress lines say '[grid] cell 3 of 54'.
+  unit = f'[{study}] {_UNIT[study]}'  # Progress lines say '[grid] cell 3 of 54'.
   running: Dict[int, tuple] = {}  # Number -> (run, process, its log file, start time).
-  failed, scores = [], {}
+  failed, loaded = [], {}
   os.makedirs(os.path.join(out, LOG_DIR), exist_ok=True)
   with tempfile.TemporaryDirectory(prefix='tff-noisy-runs-') as configs:
     try:
@@ -74,11 +74,10 @@ def run_all(planned: list, out: str, jobs: int, command: Callable[[str, str], Li
           del running[number]
           took = progress.duration(time.monotonic() - started)
           if process.returncode == 0:
-            done = results_lib.load(os.path.join(out, run.path))
-            scores[run.path] = (done['final_accuracy'], done['last10_accuracy'])
+            done = loaded[run.path] = results_lib.load(os.path.join(out, run.path))
             _say(f'{unit} {number} of {total}: {run.path} done in {took}: final '
-                 f'{_score(scores[run.path][0])}, last-10 '
-                 f'{_score(scores[run.path][1])} ({len(running)} running, '
+                 f'{_score(done["final_accuracy"])}, last-10 '
+                 f'{_score(done["last10_accuracy"])} ({len(running)} running, '
                  f'{len(waiting)} waiting)')
           else:
             failed.append(f'{run.path} (exit status {process.returncode}; its output: '
@@ -94,7 +93,7 @@ def run_all(planned: list, out: str, jobs: int, command: Callable[[str, str], Li
     not_started = f'; {len(waiting)} not started' if waiting else ''
     raise RunsFailed(f"{len(failed)} run(s) failed: {'; '.join(failed)}{not_started}; "
                      f'mend the cause, then continue the {study} with --resume')
-  return scores
+  return loaded
 
 
 def _start(run, number: int, label: str, out: str, configs: str, command) -> tuple:

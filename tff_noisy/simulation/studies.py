@@ -14,7 +14,7 @@ import dataclasses
 import json
 import os
 import sys
-from typing import Any, Callable, Dict, List, NamedTuple, Optional
+from typing import Callable, Dict, List, NamedTuple, Optional
 
 import numpy as np
 
@@ -150,9 +150,11 @@ def read_manifest(directory: str) -> Optional[dict]:
   return manifest if isinstance(manifest, dict) else None
 
 
+RunAll = Callable[[List['PlannedRun']], Dict[str, dict]]  # run_processes.run_all, bound.
+
+
 def compare(config: config_lib.ExperimentConfig, names: list, out: str,
-            run: Callable, run_all: Optional[Callable[[List[PlannedRun]], Any]] = None
-            ) -> list:
+            run: Callable, run_all: Optional[RunAll] = None) -> list:
   """Runs ``names`` on identical data into ``OUT/METHOD`` (``run(config, out_dir,
   choices)`` each, one at a time, or ``run_all(planned runs)`` at once: ``run_processes``);
   writes the manifest first, then ``comparison.csv`` and ``comparison.png``. Returns
@@ -162,9 +164,8 @@ def compare(config: config_lib.ExperimentConfig, names: list, out: str,
   if run_all is None:
     done = [(r.method, run(r.config, os.path.join(out, r.path), r.choices)) for r in planned]
   else:
-    run_all(planned)
-    done = [(r.method, results_lib.Results.from_dict(
-        results_lib.load(os.path.join(out, r.path)))) for r in planned]
+    loaded = run_all(planned)
+    done = [(r.method, results_lib.Results.from_dict(loaded[r.path])) for r in planned]
   with open(os.path.join(out, 'comparison.csv'), 'w', newline='') as f:
     writer = csv.writer(f)
     writer.writerow(['method', 'final_accuracy', 'last10_accuracy'])
@@ -177,13 +178,13 @@ def compare(config: config_lib.ExperimentConfig, names: list, out: str,
 def grid(config_path: str, overrides: list, names: list, settings: List[Setting],
          seeds: list, out: str, run: Callable, paper: Optional[dict] = None,
          method_overrides: Optional[Dict[str, list]] = None,
-         run_all: Optional[Callable[[List[PlannedRun]], Dict[str, tuple]]] = None,
+         run_all: Optional[RunAll] = None,
          keep_finished: bool = False) -> str:
   """Runs every method x setting x seed (``run(config, out_dir, choices)`` each, one at a
   time) after writing the manifest; writes ``grid.csv`` and ``grid.md``; returns the
   Markdown table. ``method_overrides``: see ``plan_grid``. ``run_all``: runs the planned
   runs instead, in any order or at once (``run_processes``), and returns each one's
-  ``(final, last-10 accuracy)`` by its path. ``keep_finished`` (``--resume``): a run
+  results (``results.load``) by its path. ``keep_finished`` (``--resume``): a run
   already finished with the same config (``finished_results``) is kept, not started
   again."""
   settings = settings or [Setting.parse('')]
@@ -206,7 +207,8 @@ def grid(config_path: str, overrides: list, names: list, settings: List[Setting]
       results = run(r.config, os.path.join(out, r.path), r.choices)
       scores[r.path] = (results.final_accuracy, results.last10_accuracy)
   else:
-    scores.update(run_all(to_run))
+    for path, done in run_all(to_run).items():
+      scores[path] = (done['final_accuracy'], done['last10_accuracy'])
   by_cell = {}
   for r in planned:
     by_cell.setdefault((r.setting, r.method), []).append(scores[r.path])
