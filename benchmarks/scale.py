@@ -99,7 +99,6 @@ def measure_one(num_clients: int, rounds: int, examples: int, batch_size: int,
   """Runs ``rounds`` rounds with ``num_clients`` clients in this process."""
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from tff_noisy import runtime as runtime_lib  # pylint: disable=g-import-not-at-top
   from tff_noisy import tff_runtime  # pylint: disable=g-import-not-at-top
   from tff_noisy.simulation import assembly  # pylint: disable=g-import-not-at-top
   from tff_noisy.simulation import driver  # pylint: disable=g-import-not-at-top
@@ -136,7 +135,7 @@ def measure_one(num_clients: int, rounds: int, examples: int, batch_size: int,
   worker_rss = sum(peak_rss_bytes(pid) for pid in workers)
   later = slice(WARMUP_ROUNDS, None)
   return {
-      'runtime': runtime, 'runtime_record': runtime_lib.describe(process),
+      'runtime': runtime, 'runtime_record': assembly.describe_runtime(process),
       'clients': num_clients, 'examples_per_client': examples, 'batch_size': batch_size,
       'rounds': rounds,
       'first_round_s': build_s[0] + next_s[0],

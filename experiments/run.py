@@ -43,7 +43,7 @@ from tff_noisy.embeddings.cli import add_embed_command
 from tff_noisy.simulation import run_dir
 from tff_noisy.simulation import run_processes
 from tff_noisy.simulation import studies
-from tflite_export import export_run
+from experiments import export_run
 
 
 # Modules whose warnings speak to their developers, not to a person running tff-noisy.

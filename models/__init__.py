@@ -39,8 +39,7 @@ _MODULES = {
     'resnet34': resnet34,
     'audio': audio,
 }
-assert tuple(_MODULES) == tuple(zoo.MODELS), 'the zoo table and its builders differ'
-MODEL_NAMES = tuple(zoo.MODELS)
+MODEL_NAMES = tuple(_MODULES)  # The zoo's own models; ``zoo.register`` adds others.
 LOGITS_LAYER = 'logits'  # Every model's classification head.
 
 
@@ -62,22 +61,24 @@ def _as_shape(input_shape) -> tuple:
 def check_model_fits(name: str, input_shape: tuple, num_classes: int,
                      **options) -> None:
   """Raises ValueError unless model ``name`` builds for these arguments."""
-  if name not in _MODULES:
+  if name not in zoo.MODELS:
     raise ValueError(f'unknown model {name!r}; allowed: '
-                     f'{", ".join(MODEL_NAMES)}')
+                     f'{", ".join(zoo.MODELS)}')
   shape = _as_shape(input_shape)
   if (isinstance(num_classes, bool) or
       not isinstance(num_classes, numbers.Integral) or num_classes < 2):
     raise ValueError('num_classes must be an integer >= 2, got '
                      f'{num_classes!r}')
-  module = _MODULES[name]
-  if not module.fits(shape):
-    raise ValueError(f'model {name!r} does not fit input shape {shape}: it '
-                     f'needs {module.REQUIRES}')
   unknown = sorted(set(options) - set(_options(name)))
   if unknown:
     raise ValueError(f'model {name!r} has no option {", ".join(unknown)}; its '
                      f'options: {", ".join(_options(name)) or "none"}')
+  if name not in _MODULES:  # Registered from outside: its builder checks the rest.
+    return
+  module = _MODULES[name]
+  if not module.fits(shape):
+    raise ValueError(f'model {name!r} does not fit input shape {shape}: it '
+                     f'needs {module.REQUIRES}')
   if 'norm' in options:
     layers.check_norm(options['norm'])
   if 'width' in options:
@@ -88,8 +89,33 @@ def build_model(name: str, input_shape: tuple, num_classes: int,
                 **options) -> tf.keras.Model:
   """Builds model ``name`` for inputs of ``input_shape`` (no batch axis)."""
   check_model_fits(name, input_shape, num_classes, **options)
+  spec = zoo.MODELS[name]
+  if spec.builder is not None:
+    return checked_model(spec.builder(_as_shape(input_shape), num_classes,
+                                      **{**spec.options, **options}),
+                         f'model {name!r}', _as_shape(input_shape), num_classes)
   return _MODULES[name].build(_as_shape(input_shape), num_classes,
                               **{**zoo.MODELS[name].options, **options})
+
+
+def checked_model(model, what: str, input_shape: tuple, num_classes: int) -> tf.keras.Model:
+  """``model`` if it is an uncompiled-or-not Keras model taking ``input_shape`` and giving
+  ``num_classes`` logits; else a ValueError/TypeError that names ``what``."""
+  if not isinstance(model, tf.keras.Model):
+    raise TypeError(f'{what}: expected a tf.keras.Model, got {type(model).__name__}')
+  try:
+    model_input = tuple(model.input_shape[1:])
+    output = tuple(model.output_shape)
+  except (AttributeError, RuntimeError):
+    raise ValueError(f'{what}: the model is not built; give it an Input layer or an '
+                     'input_shape') from None
+  if model_input != tuple(input_shape):
+    raise ValueError(f'{what}: the model takes inputs of shape {model_input}, the data '
+                     f'has {tuple(input_shape)}')
+  if output[-1] != num_classes or len(output) != 2:
+    raise ValueError(f'{what}: the model outputs {output}, expected (None, {num_classes}): '
+                     'one logit per class')
+  return model
 
 
 def _logits_layer(model: tf.keras.Model) -> tf.keras.layers.Layer:

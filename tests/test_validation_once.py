@@ -19,13 +19,13 @@ def counted(monkeypatch):
   real_experiment = validation.validate_experiment
   real_data = federated_data.validate_config
 
-  def experiment(config):
+  def experiment(config, *args):
     calls['experiment'] += 1
-    return real_experiment(config)
+    return real_experiment(config, *args)
 
-  def data(config):
+  def data(config, *args):
     calls['data'] += 1
-    return real_data(config)
+    return real_data(config, *args)
 
   monkeypatch.setattr(validation, 'validate_experiment', experiment)
   monkeypatch.setattr(federated_data, 'validate_config', data)

@@ -20,7 +20,6 @@ from tff_noisy.errors import ConfigError  # pylint: disable=unused-import (re-ex
 from tff_noisy.errors import warn
 from tff_noisy.ops import faults as faults_lib
 from tff_noisy.params import described, did_you_mean
-from tff_noisy.runtime import RUNTIMES as CLIENT_RUNTIMES
 
 
 @dataclasses.dataclass
@@ -176,6 +175,9 @@ class ExperimentConfig:
     blob = json.dumps(self.data_dict(), sort_keys=True).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
 
+
+# Where clients can train (fl.client_runtime), built by ``tff_noisy.runtime``.
+CLIENT_RUNTIMES = ('tff', 'tf', 'tflite')
 
 # fl.rounds at most: 100x the longest paper protocol (1,000 rounds); more is a typo.
 MAX_ROUNDS = 100_000
@@ -333,13 +335,16 @@ def validate(config: ExperimentConfig) -> None:
   _require(fl.batch_size >= 1, 'fl.batch_size', f'must be >= 1, got {fl.batch_size}')
   _require(fl.client_optimizer in ('sgd', 'adam'), 'fl.client_optimizer',
            f"must be one of sgd, adam; got '{fl.client_optimizer}'")
-  _require(fl.client_lr > 0, 'fl.client_lr', f'must be > 0, got {fl.client_lr}')
+  _require(0 < fl.client_lr < math.inf, 'fl.client_lr',
+           f'must be a finite number > 0, got {fl.client_lr}')
   _require(0.0 <= fl.momentum < 1.0, 'fl.momentum', f'must be in [0, 1), got {fl.momentum}')
-  _require(fl.server_lr > 0, 'fl.server_lr', f'must be > 0, got {fl.server_lr}')
+  _require(0 < fl.server_lr < math.inf, 'fl.server_lr',
+           f'must be a finite number > 0, got {fl.server_lr}')
   _require(fl.eval_every >= 1, 'fl.eval_every', f'must be >= 1, got {fl.eval_every}')
   _require(fl.checkpoint_every >= 1, 'fl.checkpoint_every',
            f'must be >= 1, got {fl.checkpoint_every}')
-  _require(fl.weight_decay >= 0, 'fl.weight_decay', f'must be >= 0, got {fl.weight_decay}')
+  _require(0 <= fl.weight_decay < math.inf, 'fl.weight_decay',
+           f'must be a finite number >= 0, got {fl.weight_decay}')
   if fl.client_runtime not in CLIENT_RUNTIMES:
     _require(False, 'fl.client_runtime', f"must be one of {', '.join(CLIENT_RUNTIMES)}; "
              f"got '{fl.client_runtime}'{did_you_mean(fl.client_runtime, CLIENT_RUNTIMES)}")

@@ -8,7 +8,7 @@ The truth (true labels, per-client noise rates and transition matrices) never re
 method: only its diagnostics see it, after the method decided. TensorFlow-free.
 """
 
-from typing import Dict, NamedTuple
+from typing import Dict, NamedTuple, Optional
 
 import numpy as np
 
@@ -23,8 +23,11 @@ class Truth(NamedTuple):
   transition_matrices: Dict[str, np.ndarray]
 
   @classmethod
-  def of(cls, data) -> 'Truth':
-    """The truth of ``data.federated.FederatedData``."""
+  def of(cls, data) -> Optional['Truth']:
+    """The truth of ``data.federated.FederatedData``; None where it is unknown (the
+    user's own data without true labels)."""
+    if data.y_true is None:
+      return None
     ids = tuple(data.client_ids)
     return cls(ids, data.y, data.y_true, dict(zip(ids, data.noise_rates)),
                dict(zip(ids, data.transition_matrices)))
@@ -37,13 +40,19 @@ class Diagnostic:
     """The ``results.json`` entries of this record and its scores against ``truth``."""
     raise NotImplementedError
 
+  def unscored(self) -> dict:
+    """The ``results.json`` entries of this record where no truth is known: its
+    estimates as they are, or nothing (the default) for a record that is only a score."""
+    return {}
 
-def score(diagnostics: dict, truth: Truth) -> dict:
-  """``diagnostics`` with each :class:`Diagnostic` replaced by its scored entries."""
+
+def score(diagnostics: dict, truth: Optional[Truth]) -> dict:
+  """``diagnostics`` with each :class:`Diagnostic` replaced by its scored entries, or
+  by its ``unscored`` ones where the truth is unknown (None)."""
   entries = {}
   for key, value in diagnostics.items():
     if isinstance(value, Diagnostic):
-      entries.update(value.scored(truth))
+      entries.update(value.scored(truth) if truth is not None else value.unscored())
     else:
       entries[key] = value
   return entries

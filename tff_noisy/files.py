@@ -19,14 +19,38 @@ def npz_bytes(*args, **kwargs) -> bytes:
   return content.getvalue()
 
 
+def umask() -> int:
+  """This process's umask: from /proc on Linux (no change to it), else set and restored."""
+  try:
+    with open('/proc/self/status') as f:
+      for line in f:
+        if line.startswith('Umask:'):
+          return int(line.split()[1], 8)
+  except OSError:
+    pass
+  mask = os.umask(0o022)
+  os.umask(mask)
+  return mask
+
+
+def make_temporary_dir(prefix: str, directory: str) -> str:
+  """``tempfile.mkdtemp`` with the mode an ordinary ``mkdir`` gets (0777 less the umask),
+  not mkdtemp's private 0700: a checkpoint shared between users stays readable."""
+  path = tempfile.mkdtemp(prefix=prefix, dir=directory)
+  os.chmod(path, 0o777 & ~umask())
+  return path
+
+
 def write_atomically(path: str, content: bytes) -> None:
   """Writes ``content`` to a file private to this call beside ``path``, flushes it to
-  disk and renames it to ``path``: readers see the old file or the whole new one. On an
-  ``OSError`` (disk full, no permission) the private file is removed and the error
-  raised; ``path`` is as it was."""
+  disk and renames it to ``path``: readers see the old file or the whole new one. The file
+  gets the mode an ordinary new file gets (0666 less the umask). On an ``OSError`` (disk
+  full, no permission) the private file is removed and the error raised; ``path`` is as
+  it was."""
   fd, partial = tempfile.mkstemp(prefix=f'.{os.path.basename(path)}.',
                                  dir=os.path.dirname(path) or '.')
   try:
+    os.fchmod(fd, 0o666 & ~umask())
     with os.fdopen(fd, 'wb') as f:
       f.write(content)
       f.flush()

@@ -23,11 +23,30 @@ class Choices:
   aggregator_params: dict
 
 
-def validate_experiment(config: ExperimentConfig) -> Choices:
-  """Raises ConfigError naming the first bad field; returns the resolved choices."""
-  federated_data.validate_config(config)
-  zoo.validate(config.model.name, config.model.options())
-  method_params = methods.validate(config)
+CUSTOM_MODEL = 'custom'  # model.name of a run whose model_fn comes from Python.
+
+
+def validate_experiment(config: ExperimentConfig, data=None, model_fn=None) -> Choices:
+  """Raises ConfigError naming the first bad field; returns the resolved choices.
+
+  ``data``, ``model_fn``: the user's own federated data (``data.dataset: custom``) and
+  model builder (``model.name: custom``), given in Python.
+  """
+  federated_data.validate_config(config, data)
+  if model_fn is not None or config.model.name == CUSTOM_MODEL:
+    if config.model.name != CUSTOM_MODEL:
+      raise ConfigError(f"model.name: '{config.model.name}', but a model_fn came from "
+                        f'Python; set model.name: {CUSTOM_MODEL} to train it')
+    if not callable(model_fn):
+      raise ConfigError(f'model.name: {CUSTOM_MODEL} builds its model with a model_fn from '
+                        'Python: tff_noisy.run(config, model_fn=...), a function returning '
+                        'a new tf.keras.Model')
+    if config.model.options():
+      raise ConfigError(f'model.{next(iter(config.model.options()))}: not used with '
+                        f'model.name: {CUSTOM_MODEL} (your model_fn builds the model)')
+  else:
+    zoo.validate(config.model.name, config.model.options())
+  method_params = methods.validate(config, data)
   aggregator_params = aggregators.resolve_params(
       config.fl.aggregator, config.fl.aggregator_params, config.clients_per_round())
   return Choices(method_params, aggregator_params)

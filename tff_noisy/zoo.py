@@ -8,6 +8,7 @@ builders to taking exactly these options.
 """
 
 import dataclasses
+from typing import Callable, Optional
 
 from tff_noisy.errors import ConfigError
 from tff_noisy.params import did_you_mean
@@ -17,6 +18,9 @@ from tff_noisy.params import did_you_mean
 class ModelSpec:
   summary: str
   options: dict = dataclasses.field(default_factory=dict)  # model.<option> -> default.
+  # A registered model's ``builder(input_shape, num_classes, **options)``; None for the
+  # zoo's own, whose builders are the modules of ``models``.
+  builder: Optional[Callable] = None
 
 
 MODELS = {
@@ -42,6 +46,29 @@ MODELS = {
     'audio': ModelSpec("FedLN's keyword-spotting CNN on a log-mel front end inside the "
                        'model (16 kHz waveforms)'),
 }
+
+
+def register(name: str, builder: Callable, summary: str = '',
+             options: Optional[dict] = None) -> None:
+  """Adds a model a config can name (``model.name: NAME``), built by ``builder(input_shape,
+  num_classes, **options)``: an uncompiled Keras model whose output is its logits, from a
+  Dense layer named ``'logits'`` (what LSC's and FedLN's features are taken from).
+  ``options``: ``{option: default}`` the builder takes (``model.width`` and
+  ``model.norm`` are the options a config can set)."""
+  if not isinstance(name, str) or not name:
+    raise TypeError(f'name: expected a non-empty string, got {name!r}')
+  if name in MODELS:
+    raise ValueError(f"name: model '{name}' is registered already")
+  if not callable(builder):
+    raise TypeError(f"builder: expected a callable (input_shape, num_classes, **options) -> "
+                    f'tf.keras.Model, got {type(builder).__name__}')
+  allowed = ('width', 'norm')
+  for option in options or {}:
+    if option not in allowed:
+      raise ValueError(f"options: a config sets only model.{' and model.'.join(allowed)}; "
+                       f"got '{option}'")
+  MODELS[name] = ModelSpec(summary or f'registered: {getattr(builder, "__name__", name)}',
+                           dict(options or {}), builder)
 
 
 def validate(name: str, options: dict) -> None:

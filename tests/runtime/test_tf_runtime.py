@@ -193,12 +193,22 @@ def test_why_not_stacked_puts_exactness_first_and_stacks_on_a_gpu():
   assert tf_clients.why_not_stacked(_small_mlp(), ClientObjective(), None, 'GPU:0', 10_000) == ''
 
 
-def test_the_config_and_the_clients_reach_the_runtime(tmp_path):
+def test_the_config_and_the_clients_reach_the_runtime(tmp_path, monkeypatch):
   config = _config(tmp_path, 'tf', 'fedavg', stack_clients=False)
   data = federated_data.build_federated_data(config)
+  built = {}
+  real_build = assembly.runtime.build
+
+  def build(name, **options):
+    built.update(options, name=name)
+    return real_build(name, **options)
+
+  monkeypatch.setattr(assembly.runtime, 'build', build)
   setup = assembly.build_setup(config, data, validation.validate_experiment(config))
-  assert setup.stack_clients is False
-  assert setup.median_client_steps == assembly.median_client_steps(data, 2, 16) > 0
+  assert setup.probes_in_process and built['name'] == 'tf'
+  assert setup.clients(ClientObjective()).describe()['why_not_stacked'] == (
+      'fl.stack_clients: false')
+  assert built['median_client_steps'] == assembly.median_client_steps(data, 2, 16) > 0
 
 
 def test_median_client_steps_counts_local_epochs_of_batches():

@@ -218,3 +218,36 @@ def test_client_datasets_hold_only_the_examples_a_method_keeps():
   np.testing.assert_array_equal(clients['a'].features['y'], [1, 2, 4])
   np.testing.assert_array_equal(clients['a'].features['x'], x['a'][[1, 2, 4]])
   np.testing.assert_array_equal(clients['a'].features['index'], [0, 1, 2])
+
+
+@pytest.mark.parametrize('field, value', [('client_lr', float('inf')), ('server_lr', float('inf')),
+                                          ('client_lr', float('nan')),
+                                          ('weight_decay', float('inf'))])
+def test_learning_rates_must_be_finite(field, value):
+  with pytest.raises(config_lib.ConfigError, match=f'fl.{field}: must be a finite number'):
+    config_lib.from_dict({'fl': {field: value}})
+
+
+@pytest.mark.slow
+def test_a_global_model_that_becomes_non_finite_stops_the_run(tmp_path, tmp_cache):
+  config = _config(**{'fl.rounds': 2, 'fl.server_lr': 1e38, 'fl.client_lr': 5.0,
+                      'fl.client_runtime': 'tf'})
+  with pytest.raises(driver.NonFiniteModelError, match=r'round 1: the global model became '
+                                                      r'non-finite .* fl.server_lr=1e\+38'):
+    driver.run_experiment(config, str(tmp_path / 'inf'), progress=False)
+  assert not (tmp_path / 'inf' / 'results.json').exists()
+  assert not (tmp_path / 'inf' / 'checkpoints').exists()
+
+
+@pytest.mark.slow
+def test_a_diverging_run_says_so_once_and_records_it(tmp_path, tmp_cache, monkeypatch):
+  warnings = []
+  monkeypatch.setattr(driver, 'warn', warnings.append)
+  results = driver.run_experiment(
+      _config(**{'fl.rounds': 3, 'fl.client_lr': 1e6, 'fl.client_runtime': 'tf'}),
+      str(tmp_path / 'd'), progress=False)
+  flagged = [r['round'] for r in results.rounds if r.get('diverging')]
+  assert len(flagged) == 1
+  assert sum('training is diverging' in w for w in warnings) == 1
+  saved = json.loads((tmp_path / 'd' / 'results.json').read_text())
+  assert saved['rounds'][flagged[0] - 1]['diverging'] is True

@@ -106,3 +106,26 @@ def test_a_resumed_grid_keeps_the_runs_finished_with_the_same_config(tmp_path, c
   overwritten = []  # Without --resume (--overwrite): every run starts again.
   grid(overwritten, keep_finished=False, rounds=4)
   assert len(overwritten) == 4
+
+
+@pytest.mark.parametrize('setting', ['data.data_dir=../../../escaped', 'data.data_dir=/tmp/x',
+                                     'data.data_dir=..', 'data.data_dir=a\\..\\..\\b'])
+def test_a_grid_cell_stays_inside_out(tmp_path, setting):
+  name = studies.setting_dir(setting)
+  assert '/' not in name and '\\' not in name and '..' not in name
+  config_path = tmp_path / 'c.yaml'
+  config_path.write_text(json.dumps(_CONFIG))
+  out = tmp_path / 'deep' / 'out'
+  calls, seen = [], []
+  studies.grid(str(config_path), [], ['fedln'], [studies.Setting.parse(setting)], [0],
+               str(out), _recording_run(calls, str(out), seen))
+  assert calls and all(str(run_out).startswith(str(out) + '/') for *_, run_out in calls)
+  assert sorted(p.name for p in tmp_path.iterdir()) == ['c.yaml', 'deep']
+
+
+def test_a_compare_creates_its_output_directory(tmp_path):
+  out = tmp_path / 'not' / 'yet'
+  calls, seen = [], []
+  done = studies.compare(config_lib.from_dict(_CONFIG), ['fedavg'], str(out),
+                         _recording_run(calls, str(out), seen))
+  assert [name for name, _ in done] == ['fedavg'] and (out / 'comparison.csv').exists()

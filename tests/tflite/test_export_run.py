@@ -16,7 +16,7 @@ from tff_noisy.data import keywords
 from tff_noisy.simulation import assembly
 from tff_noisy.simulation import results as results_lib
 from tflite_export import convert
-from tflite_export import export_run as export_lib
+from experiments import export_run as export_lib
 from tflite_export import verify
 
 

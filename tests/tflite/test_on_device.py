@@ -354,7 +354,7 @@ def test_export_config_small_cnn_fedprox_and_bad_input(tmp_path, capsys):
       'seed': 3, 'data': {'dataset': 'digits', 'cache_dir': str(tmp_path / 'cache')},
       'partition': {'num_clients': 3}, 'model': {'name': 'small_cnn'},
       'method': {'name': 'fedprox', 'params': {'mu': 0.1}}}))
-  from tflite_export import export_run  # pylint: disable=g-import-not-at-top
+  from experiments import export_run  # pylint: disable=g-import-not-at-top
   report = export_run.export_on_device(str(config_path), str(tmp_path / 'cnn.tflite'))
   assert report['select_tf_ops'] and 'train' in report['signatures']
   sidecar = json.loads((tmp_path / 'cnn.json').read_text())

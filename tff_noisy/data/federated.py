@@ -27,6 +27,7 @@ from tff_noisy.data import sources
 from tff_noisy.errors import warn
 
 CACHE_ENV = sources.CACHE_ENV
+CUSTOM = 'custom'  # data.dataset of federated data from Python (``data.custom``).
 CACHE_FILE = 'data-v1.npz'  # Bump the version whenever the build's output changes.
 CHECKSUM_FILE = CACHE_FILE + '.sha256'  # Written last: marks a complete cache entry.
 _SUBSET, _PUBLIC = 5, 6  # Random streams (see partition.generator).
@@ -37,7 +38,8 @@ class FederatedData:
   """Client data of one build; per-client dicts are keyed by client id, in client order.
 
   ``y_true``, ``y_public_true``, ``noise_rates`` and ``transition_matrices`` are
-  simulation truth, for evaluation only: never pass them to a method.
+  simulation truth, for evaluation only: never pass them to a method. They are None for
+  data from the user whose truth is unknown (``data.custom``).
   """
   dataset_name: str
   num_classes: int
@@ -47,9 +49,9 @@ class FederatedData:
   client_ids: list  # 'client_000', ...
   x: dict  # client id -> inputs [N_m, *input_shape] float32
   y: dict  # client id -> observed (noisy) labels [N_m] int64
-  y_true: dict  # client id -> true labels [N_m] int64
-  noise_rates: np.ndarray  # [M] realised fraction of y != y_true, in client_ids order.
-  transition_matrices: np.ndarray  # [M, C, C] empirical, see noise.transition_matrix.
+  y_true: Optional[dict]  # client id -> true labels [N_m] int64
+  noise_rates: Optional[np.ndarray]  # [M] realised fraction of y != y_true, in client order.
+  transition_matrices: Optional[np.ndarray]  # [M, C, C] empirical, noise.transition_matrix.
   x_test: np.ndarray
   y_test: np.ndarray
   x_public: Optional[np.ndarray] = None  # Unlabelled public split (data.public_fraction).
@@ -69,10 +71,16 @@ def _one_of(value, allowed, field: str):
   _require(value in allowed, field, f"must be one of {', '.join(allowed)}; got {value!r}")
 
 
-def validate_config(config: ExperimentConfig) -> None:
+def validate_config(config: ExperimentConfig, custom: Optional[FederatedData] = None) -> None:
   """Checks the data section, then the partition's and the noise model's parameters
-  (``data.params.resolve``), without touching any data."""
+  (``data.params.resolve``), without touching any data.
+
+  ``custom``: the user's own data for ``data.dataset: custom`` (``data.custom``).
+  """
   data, part, noise = config.data, config.partition, config.noise
+  if data.dataset == CUSTOM or custom is not None:
+    _validate_custom(config, custom)
+    return
   _one_of(data.dataset, sources.DATASETS, 'data.dataset')
   spec = sources.DATASETS[data.dataset]
   if data.num_classes is not None:
@@ -91,6 +99,38 @@ def validate_config(config: ExperimentConfig) -> None:
       tuple(name for name, s in sources.DATASETS.items() if s.noisy_label_columns))
   data_params.resolve(partition_lib.PARTITIONS[part.name].params, part, context)
   data_params.resolve(noise_lib.NOISE_MODELS[noise.name].params, noise, context)
+
+
+def _validate_custom(config: ExperimentConfig, custom: Optional[FederatedData]) -> None:
+  """``data.dataset: custom`` with the user's data: the config's data and partition
+  sections describe a registered dataset's build, so only their defaults fit."""
+  if config.data.dataset != CUSTOM:
+    raise ConfigError(f"data.dataset: '{config.data.dataset}', but data came from Python; "
+                      f"set data.dataset: {CUSTOM} to train on it")
+  if custom is None:
+    raise ConfigError(f'data.dataset: {CUSTOM} takes its federated data from Python: '
+                      'tff_noisy.run(config, data=tff_noisy.federated_data(...))')
+  if not isinstance(custom, FederatedData):
+    raise TypeError('data: expected federated data from tff_noisy.federated_data(...) or '
+                    f'tff_noisy.federated_data_from_client_data(...), got '
+                    f'{type(custom).__name__}')
+  defaults = ExperimentConfig()
+  for section, names in (('data', ('train_subset', 'test_subset', 'public_fraction',
+                                   'data_dir', 'num_classes')),
+                         ('partition', ('name',))):
+    for name in names:
+      value = getattr(getattr(config, section), name)
+      if value != getattr(getattr(defaults, section), name):
+        raise ConfigError(f'{section}.{name}: not used with data.dataset: {CUSTOM} (the '
+                          'clients, their split and the public set are the data you pass); '
+                          f'leave it unset, got {value!r}')
+  if config.partition.num_clients != len(custom.client_ids):
+    raise ConfigError(f'partition.num_clients: the data has {len(custom.client_ids)} '
+                      f'clients, got {config.partition.num_clients}')
+  _one_of(config.noise.name, noise_lib.NOISE_MODELS, 'noise.name')
+  context = data_params.Context(CUSTOM, custom.num_classes, (), ())
+  data_params.resolve(noise_lib.NOISE_MODELS[config.noise.name].params, config.noise,
+                      context)
 
 
 def cache_dir(config: ExperimentConfig) -> str:

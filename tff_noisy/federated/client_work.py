@@ -209,6 +209,29 @@ def build_client_update(model_fn: Callable[[], tf.keras.Model], element_spec, op
   return client_update
 
 
+def client_outcome(update, weight, *, loss_sum, correct, num_examples: int, finite: bool,
+                   objective_metrics=None) -> tuple:
+  """One client's ``(ClientResult, metrics)`` from its trained update and sums, outside
+  TFF's graph (the ``tf`` runtime's stacked path, the ``tflite`` runtime), by the rule
+  ``build_local_training`` applies in its graph: a non-finite update is sent as zeros of
+  weight 0, its metrics are zeros and it counts in ``non_finite_clients``.
+  ``objective_metrics``: ``{name: value}`` of the objective's ``metric_names``."""
+  keep = lambda value: value if finite else 0  # pylint: disable=unnecessary-lambda-assignment
+  if not finite:
+    update = tf.nest.map_structure(np.zeros_like, update)
+  metrics = collections.OrderedDict(
+      loss_sum=np.float32(keep(loss_sum)), correct=np.float32(keep(correct)),
+      num_examples=np.int64(keep(num_examples)), non_finite_clients=np.int32(not finite),
+      client_accuracy_sum=np.float32(keep(correct / max(int(num_examples), 1))),
+      finite_clients=np.int32(finite))
+  if objective_metrics:
+    metrics[OBJECTIVE_METRICS_KEY] = collections.OrderedDict(
+        (name, np.float32(keep(value))) for name, value in objective_metrics.items())
+  return (tff.learning.templates.ClientResult(update=update,
+                                              update_weight=np.float32(keep(weight))),
+          metrics)
+
+
 def finalize_client_metrics(sums) -> collections.OrderedDict:
   """Summed client metrics -> the round's training metrics (TensorFlow, any runtime).
 

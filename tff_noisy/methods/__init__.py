@@ -98,10 +98,16 @@ def resolve_params(name: str, params: dict, rounds: int) -> Params:
   return METHODS[name].params.from_mapping(params, rounds, name, belongs)
 
 
-def validate(config) -> Params:
-  """Checks the config's method against its parameters and data; returns the params."""
+def validate(config, custom_data=None) -> Params:
+  """Checks the config's method against its parameters and data; returns the params.
+
+  ``custom_data``: the user's own federated data (``data.dataset: custom``)."""
   params = resolve_params(config.method.name, config.method.params, config.fl.rounds)
-  if METHODS[config.method.name].needs_public_split and config.data.public_fraction <= 0:
+  if METHODS[config.method.name].needs_public_split and custom_data is not None:
+    if custom_data.x_public is None or not len(custom_data.x_public):
+      raise ConfigError(f"data: method '{config.method.name}' needs an unlabelled public "
+                        'set on the server; pass public_x to tff_noisy.federated_data')
+  elif METHODS[config.method.name].needs_public_split and config.data.public_fraction <= 0:
     raise ConfigError(f"data.public_fraction: method '{config.method.name}' needs an "
                       'unlabelled public split; set it in (0, 1), e.g. 0.1 as in the paper')
   off_device = METHODS[config.method.name].off_device

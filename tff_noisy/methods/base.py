@@ -16,14 +16,14 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from tff_noisy import methods
-from tff_noisy import runtime
 from tff_noisy.federated import process as process_lib
 from tff_noisy.federated.objectives.base import ClientObjective
 
 
 @dataclasses.dataclass(frozen=True)
 class Setup:
-  """What the config fixes for every method: model, data spec, optimisers, aggregator."""
+  """What the config fixes for every method: model, data spec, optimisers, aggregator,
+  and where the clients train (chosen when the run is assembled, ``simulation.assembly``)."""
   model_fn: Callable
   element_spec: Any
   client_optimizer: Any
@@ -36,29 +36,20 @@ class Setup:
   num_classes: int
   batch_size: Optional[int] = None  # fl.batch_size: examples per client batch.
   faults: bool = False  # Simulated faults configured: the process takes each client's fault.
-  client_runtime: str = 'tff'  # fl.client_runtime: where the clients train (tff_noisy.runtime).
-  clients_per_call: Optional[int] = None  # fl.clients_per_call (tf runtime).
-  stack_clients: Optional[bool] = None  # fl.stack_clients (tf runtime).
-  median_client_steps: Optional[int] = None  # Steps a round of the median client.
-
-  @property
-  def probes_in_process(self) -> bool:
-    """Whether a method's probes (``probe.build_probe``) run in this process: where its
-    clients train, unless that is TFF's worker."""
-    return self.client_runtime != 'tff'
+  # Where the clients train: ``objective -> client runtime`` (``tff_noisy.runtime.build``),
+  # or None for TFF's own client work.
+  clients: Optional[Callable] = None
+  # Whether a method's probes (``probe.build_probe``) run in this process: where its
+  # clients train, unless that is TFF's worker.
+  probes_in_process: bool = False
 
   def build_process(self, objective: ClientObjective,
                     controller: Optional[dict] = None) -> process_lib.FederatedProcess:
-    clients = runtime.build(
-        self.client_runtime, model_fn=self.model_fn, client_optimizer=self.client_optimizer,
-        local_epochs=self.local_epochs, weight_decay=self.weight_decay,
-        batch_size=self.batch_size, faults=self.faults, clients_per_call=self.clients_per_call,
-        stack_clients=self.stack_clients, median_client_steps=self.median_client_steps)
     return process_lib.build_process(
         self.model_fn, self.element_spec, self.client_optimizer, self.server_optimizer,
         objective=objective, model_aggregator=self.aggregator,
         local_epochs=self.local_epochs, weight_decay=self.weight_decay, faults=self.faults,
-        client_runtime=clients, controller=controller)
+        client_runtime=self.clients, controller=controller)
 
 
 class Method:

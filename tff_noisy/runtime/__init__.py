@@ -20,15 +20,14 @@ the geometric medians still run in TFF's worker. ``build`` returns what
 
 from typing import Callable, Optional
 
-RUNTIMES = ('tff', 'tf', 'tflite')
-
 
 def build(name: str, *, model_fn, client_optimizer, local_epochs: int, weight_decay: float,
           batch_size: int, faults: bool = False,
           clients_per_call: Optional[int] = None,
           stack_clients: Optional[bool] = None,
           median_client_steps: Optional[int] = None) -> Optional[Callable]:
-  """The client-runtime factory of ``fl.client_runtime: name`` (``None``: TFF's)."""
+  """The client-runtime factory of ``fl.client_runtime: name`` (``None``: TFF's); the name
+  was checked with the config (``config.CLIENT_RUNTIMES``)."""
   if name == 'tff':
     return None
   if name == 'tf':
@@ -37,12 +36,10 @@ def build(name: str, *, model_fn, client_optimizer, local_epochs: int, weight_de
         model_fn, client_optimizer, objective, local_epochs=local_epochs,
         weight_decay=weight_decay, batch_size=batch_size, clients_per_call=clients_per_call,
         stack=stack_clients, median_client_steps=median_client_steps)
-  if name == 'tflite':
-    from tff_noisy.runtime import tflite_clients  # pylint: disable=g-import-not-at-top
-    return lambda objective: tflite_clients.TFLiteClients(
-        model_fn, client_optimizer, objective, local_epochs=local_epochs,
-        weight_decay=weight_decay, faults=faults)
-  raise ValueError(f'unknown client runtime {name!r}; allowed: {", ".join(RUNTIMES)}')
+  from tff_noisy.runtime import tflite_clients  # pylint: disable=g-import-not-at-top
+  return lambda objective: tflite_clients.TFLiteClients(
+      model_fn, client_optimizer, objective, local_epochs=local_epochs,
+      weight_decay=weight_decay, faults=faults)
 
 
 def describe(process, on_workers: bool = False) -> dict:

@@ -97,9 +97,9 @@ def unstackable_reason(model: tf.keras.Model, objective: ClientObjective) -> str
     return f'the objective {type(objective).__name__} keeps per-client state'
   if objective.uses_features:
     return f'the objective {type(objective).__name__} reads the model\'s features'
-  if not objective.per_example_loss:
-    return (f'the loss of {type(objective).__name__} couples the examples of a batch, so '
-            'padding would change it')
+  if not objective.loss_is_per_example():
+    return (f'the loss of {type(objective).__name__} couples the examples of a batch, or '
+            'its class does not declare per_example_loss = True, so padding could change it')
   for layer in model.submodules:
     if isinstance(layer, _BATCH_DEPENDENT_LAYERS):
       return (f'model layer {layer.name} ({type(layer).__name__}) depends on more than '

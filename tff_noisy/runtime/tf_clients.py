@@ -89,28 +89,13 @@ def _finite_per_client(stacked_arrays) -> np.ndarray:
                 axis=0)
 
 
-_FINITE = '_finite'  # Per-client metric key of whether the kernel found the update finite.
-
-
-def _checked(update, weight, metrics, fault):
-  """A client's ``(ClientResult, metrics, finite)`` after its simulated fault and the
-  non-finite rule of TFF's client work (zero update, weight 0, metrics of a rejected
-  client). ``metrics[_FINITE]`` says whether the update as trained was finite; a
-  corrupted update is checked as it is sent."""
-  finite = bool(metrics.pop(_FINITE))  # Of the update as trained.
+def _as_sent(update, finite: bool, fault) -> tuple:
+  """``(update, finite)`` of a stacked client after its simulated fault: a corrupted
+  update is checked as it is sent (the kernel of one client corrupts its own)."""
   if fault is not None and int(fault['kind']) != faults_lib.HONEST:
     update = _to_numpy(faults_tf.corrupt(update, fault))
-    finite = _all_finite(tf.nest.flatten(update))  # Of the update as sent.
-  if not finite:
-    update = tf.nest.map_structure(np.zeros_like, update)
-    weight = 0.0
-    metrics = collections.OrderedDict(
-        (name, np.int32(1) if name == 'non_finite_clients'
-         else tf.nest.map_structure(np.zeros_like, value))
-        for name, value in metrics.items())
-  return (tff.learning.templates.ClientResult(update=update,
-                                              update_weight=np.float32(weight)),
-          metrics, finite)
+    finite = _all_finite(tf.nest.flatten(update))
+  return update, finite
 
 
 class InProcessClients:
@@ -158,39 +143,34 @@ class InProcessClients:
         (name, tf.convert_to_tensor(value)) for name, value in hparams.items())
     weights = tf.nest.map_structure(tf.convert_to_tensor, weights)
     diagnostics = {}
-    if self.stacked:
-      trained, diagnostics = self._train_stacked(weights, hparams, client_data)
+    if self.stacked:  # Stacked objectives keep no client state.
+      outcomes, diagnostics = self._train_stacked(weights, hparams, client_data, faults)
       new_states = list(client_states)
     else:
-      trained, new_states = self._train_each(weights, hparams, client_data, client_states,
-                                             faults)
-    results, metrics = [], []
-    for c, ((update, weight), client_metrics) in enumerate(trained):
-      # The kernel corrupts its own client's update; stacked clients are corrupted here.
-      fault = faults[c] if faults is not None and self.stacked else None
-      result, client_metrics, finite = _checked(update, weight, client_metrics, fault)
-      results.append(result)
-      metrics.append(client_metrics)
-      if not finite:
-        new_states[c] = client_states[c]
+      outcomes, new_states = self._train_each(weights, hparams, client_data, client_states,
+                                              faults)
+    results = [result for result, _ in outcomes]
     return (results, client_work.finalize_client_metrics(
-        client_work.summed_client_metrics(metrics)), new_states, diagnostics)
+        client_work.summed_client_metrics([metrics for _, metrics in outcomes])),
+            new_states, diagnostics)
 
   def _train_each(self, weights, hparams, client_data, client_states, faults) -> tuple:
-    """One kernel call per client: ``([(update, weight), metrics], new states)``."""
-    trained, new_states = [], []
+    """One kernel call per client: ``([(ClientResult, metrics)], new states)``; the kernel
+    applied the fault and the non-finite rule (``client_work.build_local_training``)."""
+    outcomes, new_states = [], []
     for c, (client, state) in enumerate(zip(client_data, client_states)):
       fault = () if faults is None else (faults[c],)
       result, metrics, new_state = self._kernel(
           weights, client_data_lib.as_dataset(client), state, hparams, *fault)
-      metrics = _to_numpy(metrics)
-      metrics[_FINITE] = not int(metrics['non_finite_clients'])  # Zeroed by the kernel.
-      trained.append(((_to_numpy(result.update), float(result.update_weight)), metrics))
+      outcomes.append((tff.learning.templates.ClientResult(
+          update=_to_numpy(result.update), update_weight=np.float32(result.update_weight)),
+                       _to_numpy(metrics)))
       new_states.append(_to_numpy(new_state))
-    return trained, new_states
+    return outcomes, new_states
 
-  def _train_stacked(self, weights, hparams, client_data) -> tuple:
-    """Groups of stacked clients; ``([(result, metrics)] in client order, diagnostics)``."""
+  def _train_stacked(self, weights, hparams, client_data, faults) -> tuple:
+    """Groups of stacked clients; ``([(ClientResult, metrics)] in client order,
+    diagnostics)``."""
     clients = list(client_data)
     if not all(isinstance(c, client_data_lib.ClientData) for c in clients):
       raise TypeError('the stacked tf runtime needs ClientData (client_data.ClientData), '
@@ -203,7 +183,8 @@ class InProcessClients:
     while start < len(order):
       group = order[start:start + self.clients_per_call]
       try:
-        trained = self._train_group(weights, hparams, [clients[i] for i in group])
+        trained = self._train_group(weights, hparams, [clients[i] for i in group],
+                                    [faults[i] if faults else None for i in group])
       except tf.errors.ResourceExhaustedError:
         if self.clients_per_call == 1:
           raise
@@ -218,7 +199,8 @@ class InProcessClients:
       start += len(group)
     return out, diagnostics
 
-  def _train_group(self, weights, hparams, group: list) -> list:
+  def _train_group(self, weights, hparams, group: list, faults: list) -> list:
+    """One stacked call on ``group``; each client's ``client_work.client_outcome``."""
     orders = client_data_lib.batch_orders(group, self.local_epochs)
     batches, mask = stacked.stack_batches(group, orders, self.batch_size, self.local_epochs)
     updates, sums = self._stacked_kernel(weights, batches, mask, hparams)
@@ -226,15 +208,11 @@ class InProcessClients:
     trainable, non_trainable = updates.trainable, updates.non_trainable
     finite = _finite_per_client(list(trainable) + list(non_trainable))
     trained = []
-    for c in range(len(group)):
-      update = client_work.model_weights_of_values([t[c] for t in trainable],
-                                                   [t[c] for t in non_trainable])
-      num_examples = int(sums['num_examples'][c])
-      metrics = collections.OrderedDict(
-          loss_sum=np.float32(sums['loss_sum'][c]), correct=np.float32(sums['correct'][c]),
-          num_examples=np.int64(num_examples), non_finite_clients=np.int32(0),
-          client_accuracy_sum=np.float32(sums['correct'][c] / max(num_examples, 1)),
-          finite_clients=np.int32(1))
-      metrics[_FINITE] = bool(finite[c])
-      trained.append(((update, sums['weight_sum'][c] / self.local_epochs), metrics))
+    for c, fault in enumerate(faults):
+      update, sent_finite = _as_sent(client_work.model_weights_of_values(
+          [t[c] for t in trainable], [t[c] for t in non_trainable]), bool(finite[c]), fault)
+      trained.append(client_work.client_outcome(
+          update, sums['weight_sum'][c] / self.local_epochs, loss_sum=sums['loss_sum'][c],
+          correct=sums['correct'][c], num_examples=int(sums['num_examples'][c]),
+          finite=sent_finite))
     return trained

@@ -14,8 +14,6 @@ A device's update with a non-finite value is zeroed with weight 0 on the device 
 ``non_finite_clients``. Simulated faults are TFF-only.
 """
 
-import collections
-
 import numpy as np
 
 from tff_noisy.errors import ConfigError
@@ -66,26 +64,16 @@ class TFLiteClients:
       dataset = client_data_lib.as_dataset(client)
       upload = self.client.run_round(
           flat, dataset.repeat(self.local_epochs).as_numpy_iterator(), hparams)
-      update, weight = upload.update, upload.update_weight
-      non_finite = upload.non_finite or not all(np.all(np.isfinite(u)) for u in update)
-      if non_finite:
-        update, weight = [np.zeros_like(u) for u in update], 0.0
-      results.append(tff.learning.templates.ClientResult(
-          update=tff.learning.models.ModelWeights(trainable=update[:num_trainable],
-                                                  non_trainable=update[num_trainable:]),
-          update_weight=np.float32(weight)))
-      finite = not non_finite
-      keep = lambda value, finite=finite: value if finite else 0.0  # pylint: disable=unnecessary-lambda-assignment
-      metrics = collections.OrderedDict(
-          loss_sum=np.float32(keep(upload.loss_sum)), correct=np.float32(keep(upload.correct)),
-          num_examples=np.int64(keep(upload.num_examples)),
-          non_finite_clients=np.int32(non_finite),
-          client_accuracy_sum=np.float32(keep(upload.correct / max(upload.num_examples, 1))),
-          finite_clients=np.int32(finite))
-      if metric_names:
-        metrics[client_work.OBJECTIVE_METRICS_KEY] = collections.OrderedDict(
-            (name, np.float32(keep(value)))
-            for name, value in self.objective.device_metrics(upload.prologue).items())
+      update = upload.update
+      finite = not upload.non_finite and all(np.all(np.isfinite(u)) for u in update)
+      result, metrics = client_work.client_outcome(
+          tff.learning.models.ModelWeights(trainable=update[:num_trainable],
+                                           non_trainable=update[num_trainable:]),
+          upload.update_weight, loss_sum=upload.loss_sum, correct=upload.correct,
+          num_examples=upload.num_examples, finite=finite,
+          objective_metrics=(self.objective.device_metrics(upload.prologue)
+                             if metric_names else None))
+      results.append(result)
       per_client.append(metrics)
     return (results, client_work.finalize_client_metrics(
         client_work.summed_client_metrics(per_client)), list(client_states), {})

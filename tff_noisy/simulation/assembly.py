@@ -14,6 +14,7 @@ import tensorflow as tf
 
 import models
 from tff_noisy import methods
+from tff_noisy import runtime
 from tff_noisy import validation
 from tff_noisy import config as config_lib
 from tff_noisy.config import ConfigError, ExperimentConfig
@@ -29,8 +30,19 @@ from tff_noisy.tff_runtime import import_tff
 tff = import_tff()
 
 
-def make_model_fn(config: ExperimentConfig, input_shape, num_classes) -> Callable:
-  """Checks the model fits the data (a ConfigError if not) and returns its builder."""
+def make_model_fn(config: ExperimentConfig, input_shape, num_classes,
+                  model_fn: Optional[Callable] = None) -> Callable:
+  """Checks the model fits the data (a ConfigError if not) and returns its builder.
+
+  ``model_fn``: the user's own builder (``model.name: custom``), called once here to check
+  that its model takes the data's inputs and gives one logit per class.
+  """
+  if model_fn is not None:
+    try:
+      models.checked_model(model_fn(), 'model_fn', tuple(input_shape), num_classes)
+    except (TypeError, ValueError) as e:
+      raise ConfigError(str(e)) from None
+    return model_fn
   options = config.model.options()
   try:
     models.check_model_fits(config.model.name, tuple(input_shape), num_classes, **options)
@@ -74,32 +86,45 @@ def median_client_steps(data, local_epochs: int, batch_size: int) -> Optional[in
 
 
 def build_setup(config: ExperimentConfig, data, choices: validation.Choices,
-                spec=None) -> method_base.Setup:
+                spec=None, model_fn: Optional[Callable] = None) -> method_base.Setup:
   """What the config fixes for every method; ``spec``: the clients' element spec (None
-  where no dataset is built, as for one client's on-device round)."""
+  where no dataset is built, as for one client's on-device round); ``model_fn``: the
+  user's own model builder (``model.name: custom``), checked already."""
   client_optimizer, server_optimizer = optimizers(config)
+  fl = config.fl
+  model_fn = model_fn or make_model_fn(config, data.input_shape, data.num_classes)
+  clients = runtime.build(
+      fl.client_runtime, model_fn=model_fn, client_optimizer=client_optimizer,
+      local_epochs=fl.local_epochs, weight_decay=fl.weight_decay, batch_size=fl.batch_size,
+      faults=config.faults.active(), clients_per_call=fl.clients_per_call,
+      stack_clients=fl.stack_clients,
+      median_client_steps=median_client_steps(data, fl.local_epochs, fl.batch_size))
   return method_base.Setup(
-      model_fn=make_model_fn(config, data.input_shape, data.num_classes),
-      element_spec=spec, client_optimizer=client_optimizer,
+      model_fn=model_fn, element_spec=spec, client_optimizer=client_optimizer,
       server_optimizer=server_optimizer,
       aggregator=aggregators.build_factory(config.fl.aggregator, choices.aggregator_params),
       local_epochs=config.fl.local_epochs, weight_decay=config.fl.weight_decay,
       seed=config.seed, rounds=config.fl.rounds, num_classes=data.num_classes,
-      batch_size=config.fl.batch_size, faults=config.faults.active(),
-      client_runtime=config.fl.client_runtime, clients_per_call=config.fl.clients_per_call,
-      stack_clients=config.fl.stack_clients,
-      median_client_steps=median_client_steps(data, config.fl.local_epochs,
-                                              config.fl.batch_size))
+      batch_size=config.fl.batch_size, faults=config.faults.active(), clients=clients,
+      probes_in_process=clients is not None)
 
 
 def build_method(config: ExperimentConfig, data,
-                 choices: Optional[validation.Choices] = None) -> method_base.Method:
-  """The config's method, built on what the config fixes for every method (``Setup``)."""
-  choices = choices or validation.validate_experiment(config)
+                 choices: Optional[validation.Choices] = None,
+                 model_fn: Optional[Callable] = None) -> method_base.Method:
+  """The config's method, built on what the config fixes for every method (``Setup``);
+  ``model_fn``: the user's own model builder, checked already (``make_model_fn``)."""
+  choices = choices or validation.validate_experiment(config, model_fn=model_fn)
   method_cls = methods.method_class(config.method.name)
   fields = method_cls.dataset_fields(choices.method_params, data)
   setup = build_setup(config, data, choices,
-                      element_spec(data, fields, config.fl.batch_size))
+                      element_spec(data, fields, config.fl.batch_size), model_fn)
+  if model_fn is not None and method_cls.objective(choices.method_params, setup).uses_features:
+    try:
+      models.features_and_logits(model_fn())
+    except ValueError as e:
+      raise ConfigError(f"model_fn: method '{config.method.name}' reads the features the "
+                        f"model's logits layer takes: {e}") from None
   return method_cls.build(choices.method_params, setup)
 
 
@@ -118,6 +143,11 @@ class FinishedRun(NamedTuple):
   model: tf.keras.Model  # With the run's final weights.
 
 
+def describe_runtime(process, on_workers: bool = False) -> dict:
+  """Where a process's clients trained and were aggregated (results.json ``runtime``)."""
+  return runtime.describe(process, on_workers)
+
+
 def load_finished_run(run_dir: str) -> FinishedRun:
   """A finished run's results, config, federated data (rebuilt or read from the cache)
   and final model.
@@ -128,6 +158,13 @@ def load_finished_run(run_dir: str) -> FinishedRun:
       fit the run's model (the message names the file).
   """
   results = results_lib.load(run_dir)
+  config_values = results.get('config', {})
+  for section, custom in (('data', federated_data.CUSTOM), ('model', validation.CUSTOM_MODEL)):
+    if config_values.get(section, {}).get({'data': 'dataset', 'model': 'name'}[section]) == custom:
+      raise UserError(f'{run_dir}: this run trained on a {section} given in Python '
+                      f'({section} {custom}), which the command line cannot rebuild; its '
+                      f'final weights are {results_lib.WEIGHTS_FILE}, in the order of the '
+                      "model's get_weights()")
   try:
     weights = results_lib.load_final_weights(run_dir)
   except (ValueError, EOFError, zipfile.BadZipFile) as e:

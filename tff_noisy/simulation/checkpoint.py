@@ -18,7 +18,6 @@ import json
 import os
 import re
 import shutil
-import tempfile
 import zipfile
 from typing import Any, List, NamedTuple, Optional
 
@@ -69,7 +68,7 @@ class _Unusable(Exception):
   """A checkpoint directory that cannot be read back; the message says why."""
 
 
-def identity_of(config: ExperimentConfig, weight_shapes) -> dict:
+def identity_of(config: ExperimentConfig, weight_shapes, data_hash: Optional[str] = None) -> dict:
   """What a checkpoint belongs to: ``{dotted config field: value}`` plus data and model.
 
   Every config field but those in ``_MAY_CHANGE`` (so seed and method.name too) and
@@ -78,7 +77,7 @@ def identity_of(config: ExperimentConfig, weight_shapes) -> dict:
   """
   identity = {name: value for name, value in _flatten(config.to_dict()).items()
               if name not in _MAY_CHANGE and not config_lib.is_unset_addition(name, value)}
-  identity['data_hash'] = config.data_hash()
+  identity['data_hash'] = data_hash or config.data_hash()
   identity['weight_shapes'] = [[int(d) for d in shape] for shape in weight_shapes]
   return json.loads(json.dumps(identity))
 
@@ -94,7 +93,7 @@ def save(directory: str, round_num: int, state: Any, store: ClientStateStore,
   """
   os.makedirs(directory, exist_ok=True)
   final = os.path.join(directory, f'round_{round_num:05d}')
-  tmp = tempfile.mkdtemp(prefix=f'.{os.path.basename(final)}.', dir=directory)
+  tmp = files.make_temporary_dir(f'.{os.path.basename(final)}.', directory)
   try:
     flat = tf.nest.flatten(state)
     _write_npz(os.path.join(tmp, _STATE),

@@ -32,6 +32,14 @@ class ClientStateStore:
     self._learned: Dict[str, Dict[str, Any]] = {}
     self._derived: Dict[str, Dict[str, Any]] = {}
 
+  def copy(self) -> 'ClientStateStore':
+    """A store holding the same values; setting a value in either leaves the other as
+    it was (values are replaced, never changed in place)."""
+    copied = ClientStateStore()
+    copied._learned = {cid: dict(values) for cid, values in self._learned.items()}
+    copied._derived = {cid: dict(values) for cid, values in self._derived.items()}
+    return copied
+
   def get(self, client_id: str, name: str, default: Any = None) -> Any:
     for values in (self._learned, self._derived):
       if name in values.get(client_id, {}):

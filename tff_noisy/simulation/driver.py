@@ -18,7 +18,7 @@ import dataclasses
 import os
 import sys
 import time
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 from sklearn import metrics as sk_metrics
@@ -28,13 +28,14 @@ import tqdm
 from tff_noisy import device as device_lib
 from tff_noisy import diagnostics as diagnostics_lib
 from tff_noisy import remote
-from tff_noisy import runtime as client_runtime
 from tff_noisy import validation
 from tff_noisy.config import ConfigError, ExperimentConfig
 from tff_noisy.data import federated as federated_data
+from tff_noisy.data import custom as custom_data
 from tff_noisy.data import noise as noise_lib
 from tff_noisy.data import sources
-from tff_noisy.errors import warn
+from tff_noisy.errors import UserError, warn
+from tff_noisy.params import did_you_mean
 from tff_noisy.federated import client_data as client_data_lib
 from tff_noisy.federated.client_work import AGGREGATION_WEIGHT_KEY
 from tff_noisy.ops import faults as faults_lib
@@ -47,6 +48,11 @@ from tff_noisy.tff_runtime import import_tff
 
 tff = import_tff()
 _EVAL_BATCH = 1024
+DIVERGENCE_FACTOR = 100  # A training loss this many times ln C is diverging.
+
+
+class NonFiniteModelError(UserError):
+  """The global model became non-finite: the run stops (``Simulation.run_round``)."""
 
 
 def sample_clients(client_ids, num: int, seed: int, round_num: int) -> list:
@@ -99,11 +105,14 @@ def evaluate(model: tf.keras.Model, x: np.ndarray, y: np.ndarray) -> dict:
   }
 
 
-def run_experiment(config: ExperimentConfig, out_dir: str, *, resume: bool = False,
-                   progress: Optional[bool] = None,
+def run_experiment(config: ExperimentConfig, out_dir: Optional[str], *,
+                   resume: bool = False, progress: Optional[bool] = None,
                    workers: Optional[Sequence[str]] = None,
-                   choices: Optional[validation.Choices] = None) -> results_lib.Results:
-  """Runs one federated experiment and writes its results to ``out_dir``.
+                   choices: Optional[validation.Choices] = None,
+                   data: Optional[federated_data.FederatedData] = None,
+                   model_fn: Optional[Callable] = None) -> results_lib.Results:
+  """Runs one federated experiment and writes its results to ``out_dir`` (None: writes
+  nothing; the returned results hold the final weights).
 
   ``progress``: a tqdm bar on stderr (True), nothing (False) or by default the bar on a
   terminal and otherwise a line every ~10% of the rounds (``progress.is_logged``).
@@ -111,6 +120,7 @@ def run_experiment(config: ExperimentConfig, out_dir: str, *, resume: bool = Fal
   with the same results as locally; such a run checkpoints after every round, so a
   worker that stops answering (``workers.WorkerLost``) loses no completed round.
   ``choices``: the config's validated choices, where a caller checked it already.
+  ``data``, ``model_fn``: the user's own federated data and model builder (``Simulation``).
   """
   if workers and config.fl.client_runtime != 'tff':
     where = {'tflite': "this machine's TFLite interpreter",
@@ -120,7 +130,8 @@ def run_experiment(config: ExperimentConfig, out_dir: str, *, resume: bool = Fal
                       'tff with --workers, or no --workers')
   what = f'method.name {config.method.name} with fl.aggregator {config.fl.aggregator}'
   with remote.on_workers(workers, what) as runtime:
-    return _run_experiment(Simulation(config, runtime, choices), out_dir, resume, progress)
+    return _run_experiment(Simulation(config, runtime, choices, data=data, model_fn=model_fn),
+                           out_dir, resume, progress)
 
 
 class Simulation:
@@ -135,29 +146,38 @@ class Simulation:
 
   ``runtime``: what ``remote.on_workers`` yields (``{'workers': [...]}`` or ``{}``);
   ``choices``: the config's ``validation.Choices`` if it was validated already (it is
-  validated once per run).
+  validated once per run). ``data``: the user's federated data (``data.dataset: custom``,
+  ``data.custom``), with the config's noise applied to it; ``model_fn``: the user's model
+  builder (``model.name: custom``).
   """
 
   def __init__(self, config: ExperimentConfig, runtime: Optional[dict] = None,
-               choices: Optional[validation.Choices] = None):
+               choices: Optional[validation.Choices] = None, *,
+               data: Optional[federated_data.FederatedData] = None,
+               model_fn: Optional[Callable] = None):
     self.config = config
-    self.choices = choices or validation.validate_experiment(config)
+    self.choices = choices or validation.validate_experiment(config, data, model_fn)
     self.device = device_lib.select(config.device)  # Before any TensorFlow op runs.
-    spec = sources.DATASETS[config.data.dataset]
-    # The model fits the data: checked before any data work.
-    assembly.make_model_fn(config, spec.input_shape, spec.num_classes)
-    self.data = federated_data.build_federated_data(config, checked=True)
+    if data is None:
+      spec = sources.DATASETS[config.data.dataset]
+      # The model fits the data: checked before any data work.
+      model_fn = assembly.make_model_fn(config, spec.input_shape, spec.num_classes,
+                                        model_fn)
+      self.data = federated_data.build_federated_data(config, checked=True)
+    else:
+      model_fn = assembly.make_model_fn(config, data.input_shape, data.num_classes, model_fn)
+      self.data = custom_data.with_noise(data, config.noise, config.seed)
     self.truth = diagnostics_lib.Truth.of(self.data)  # What methods' diagnostics score on.
     self.client_ids = list(self.data.client_ids)
     self.clients_per_round = config.clients_per_round()
     if self.clients_per_round > len(self.client_ids):
       raise ConfigError(f'fl.clients_per_round: {self.clients_per_round} > '
                         f'{len(self.client_ids)} clients')
-    self.method = assembly.build_method(config, self.data, self.choices)
+    self.method = assembly.build_method(config, self.data, self.choices, model_fn)
     self.process = self.method.process
     runtime = runtime or {}
-    self.runtime = dict(runtime, **client_runtime.describe(self.process,
-                                                           bool(runtime.get('workers'))))
+    self.runtime = dict(runtime, **assembly.describe_runtime(self.process,
+                                                             bool(runtime.get('workers'))))
     tf.keras.utils.set_random_seed(config.seed)
     self.eval_model = self.method.setup.model_fn()
     self.state = assembly.initial_state(self.process, self.eval_model)
@@ -166,10 +186,11 @@ class Simulation:
     self.first_round = 1  # The first round this object runs.
     self.earlier_parts = []  # Where the rounds before ``first_round`` ran (resumed runs).
     self.identity = checkpoint.identity_of(
-        config, [w.shape for w in self.eval_model.get_weights()])
+        config, [w.shape for w in self.eval_model.get_weights()], self.data.config_hash)
     self.byzantine = faults_lib.byzantine_clients(self.client_ids, config.faults.byzantine,
                                                   config.seed)
     self.extra = None  # ``prepare``'s diagnostics (results.json ``extra``).
+    self._diverging = False  # Said once (``_note_divergence``).
     self._warned_no_reporters = False
 
   @property
@@ -201,18 +222,26 @@ class Simulation:
     self.extra = diagnostics_lib.score(self.method.prepare(self.data, self.store), self.truth)
     return self.extra
 
-  def run_round(self) -> dict:
+  def run_round(self, client_ids: Optional[Sequence[str]] = None) -> dict:
     """Runs round ``next_round`` and returns its record (also appended to ``history``):
     the sample, the method's hooks around ``run_round``, the truth scores of its
-    diagnostics and, when due, the global model's evaluation."""
+    diagnostics and, when due, the global model's evaluation.
+
+    ``client_ids``: the clients that train this round, instead of the config's sample
+    (every client still trains in a round the method needs them all in).
+    """
     if self.extra is None:
       raise RuntimeError('call prepare before the first round')
     config, method, store, data = self.config, self.method, self.store, self.data
     fl, faults, ids = config.fl, config.faults, self.client_ids
     round_num = self.next_round
     everyone = method.all_clients_in_round(round_num)
-    sampled = ids if everyone else sample_clients(ids, self.clients_per_round, config.seed,
-                                                  round_num)
+    if everyone:
+      sampled = ids
+    elif client_ids is not None:
+      sampled = self._known_clients(client_ids)
+    else:
+      sampled = sample_clients(ids, self.clients_per_round, config.seed, round_num)
     seeds = np.random.default_rng([config.seed, round_num, 1]).integers(2**31, size=len(sampled))
     dropped = [] if everyone else faults_lib.dropped_clients(sampled, faults.dropout,
                                                              config.seed, round_num)
@@ -257,6 +286,8 @@ class Simulation:
                                           self.truth))
       self.state, diagnostics = method.after_round(round_num, self.state, metrics)
       record.update(diagnostics)
+      self._check_model_finite(round_num)
+      self._note_divergence(record)
       if metrics['train_loss'] is None:
         warn(f'round {round_num}: every client update was non-finite and rejected; the '
              'model did not change (train_loss and train_accuracy are null)')
@@ -269,11 +300,56 @@ class Simulation:
              'later rounds like this are only recorded (no_reporters: true in results.json)')
     record['seconds'] = time.time() - started
     record['wall_time'] = time.time()
-    if round_num % fl.eval_every == 0 or round_num == fl.rounds:
+    if (round_num % fl.eval_every == 0 or round_num == fl.rounds) and len(data.y_test):
       self.process.get_model_weights(self.state).assign_weights_to(self.eval_model)
       record.update(evaluate(self.eval_model, data.x_test, data.y_test))
     self.history.append(record)
     return record
+
+  def _check_model_finite(self, round_num: int) -> None:
+    """Stops the run when the global model became non-finite (nothing of the round is
+    recorded or checkpointed): the aggregate was finite, so the server step made it so."""
+    weights = tf.nest.flatten(self.process.get_model_weights(self.state))
+    if all(np.isfinite(np.asarray(w)).all() for w in weights):
+      return
+    fl = self.config.fl
+    raise NonFiniteModelError(
+        f'round {round_num}: the global model became non-finite (NaN or inf) after the '
+        f'server step; the likely cause is fl.server_lr={fl.server_lr} or '
+        f'fl.client_lr={fl.client_lr} too large; the rounds before it are in the '
+        'checkpoints')
+
+  def _note_divergence(self, record: dict) -> None:
+    """Marks the first round whose training loss is over ``DIVERGENCE_FACTOR`` x ln C, the
+    cross-entropy of a uniform guess (``diverging`` in its record), and warns once: a
+    learning rate too large trains to chance."""
+    loss = record.get('train_loss')
+    if loss is None or self._diverging:
+      return
+    uniform = float(np.log(self.data.num_classes))
+    if not np.isfinite(loss) or loss > DIVERGENCE_FACTOR * uniform:
+      self._diverging = record['diverging'] = True
+      fl = self.config.fl
+      warn(f"round {record['round']}: the training loss {loss:.3g} is over "
+           f'{DIVERGENCE_FACTOR}x that of a uniform guess ({uniform:.3g}): training is '
+           f'diverging; try a smaller fl.client_lr (now {fl.client_lr}) or fl.server_lr '
+           f'(now {fl.server_lr})')
+
+  def _known_clients(self, client_ids) -> list:
+    """``client_ids`` checked against the data's clients (a ValueError naming the first
+    unknown or repeated one), in the data's client order."""
+    if isinstance(client_ids, str) or not isinstance(client_ids, Sequence):
+      raise TypeError(f'client_ids: expected a list of client ids, got '
+                      f'{type(client_ids).__name__}')
+    known = set(self.client_ids)
+    for cid in client_ids:
+      if cid not in known:
+        raise ValueError(f'client_ids: unknown client {cid!r}{did_you_mean(cid, known)} '
+                         f'(the data has {len(known)}: {self.client_ids[0]}, ...)')
+    if len(set(client_ids)) != len(client_ids) or not client_ids:
+      raise ValueError('client_ids: expected distinct client ids, at least one')
+    chosen = set(client_ids)
+    return [cid for cid in self.client_ids if cid in chosen]
 
   def _client_fault(self, cid: str, round_num: int) -> dict:
     faults = self.config.faults
@@ -303,10 +379,10 @@ class Simulation:
     """What results.json keeps of the run so far."""
     config, data = self.config, self.data
     return results_lib.Results(
-        config=config.to_dict(), data_hash=config.data_hash(), method=config.method.name,
+        config=config.to_dict(), data_hash=data.config_hash, method=config.method.name,
         params=dataclasses.asdict(self.choices.method_params), rounds=self.history,
-        client_noise_rates={cid: float(r) for cid, r in zip(self.client_ids,
-                                                            data.noise_rates)},
+        client_noise_rates={cid: float(r) for cid, r in zip(
+            self.client_ids, data.noise_rates if data.noise_rates is not None else ())},
         client_sizes={cid: len(data.y[cid]) for cid in self.client_ids},
         client_flip_kinds=dict(zip(self.client_ids, noise_lib.client_flip_kinds(
             len(self.client_ids), config.noise) or ())),
@@ -314,17 +390,20 @@ class Simulation:
         byzantine_clients=self.byzantine, runtime_parts=self.runtime_parts())
 
 
-def _run_experiment(simulation: Simulation, out_dir: str, resume: bool,
+def _run_experiment(simulation: Simulation, out_dir: Optional[str], resume: bool,
                     progress: Optional[bool]) -> results_lib.Results:
-  """``run_experiment``'s loop over ``simulation``, writing the run directory."""
+  """``run_experiment``'s loop over ``simulation``, writing the run directory (if any)."""
   config = simulation.config
   fl = config.fl
-  ckpt_dir = os.path.join(out_dir, 'checkpoints')
-  if resume:
+  ckpt_dir = out_dir and os.path.join(out_dir, 'checkpoints')
+  if resume and ckpt_dir:
     simulation.resume_from(ckpt_dir)
   simulation.prepare()
-  os.makedirs(out_dir, exist_ok=True)
-  writer = tf.summary.create_file_writer(os.path.join(out_dir, 'tb'))
+  if out_dir:
+    os.makedirs(out_dir, exist_ok=True)
+    writer = tf.summary.create_file_writer(os.path.join(out_dir, 'tb'))
+  else:
+    writer = tf.summary.create_noop_writer()
   show = sys.stderr.isatty() if progress is None else progress
   start = simulation.next_round
   bar = tqdm.tqdm(total=fl.rounds, initial=start - 1, disable=not show,
@@ -339,8 +418,8 @@ def _run_experiment(simulation: Simulation, out_dir: str, resume: bool,
       for key in ('train_loss', 'train_accuracy', 'test_accuracy', 'test_macro_f1'):
         if record.get(key) is not None:
           tf.summary.scalar(key, record[key])
-    if (round_num % fl.checkpoint_every == 0 or round_num == fl.rounds
-        or simulation.runtime.get('workers')):
+    if ckpt_dir and (round_num % fl.checkpoint_every == 0 or round_num == fl.rounds
+                     or simulation.runtime.get('workers')):
       simulation.save_checkpoint(ckpt_dir)
     bar.set_postfix(acc=record.get('test_accuracy', float('nan')),
                     s_per_round=round(record['seconds'], 2))
@@ -352,7 +431,9 @@ def _run_experiment(simulation: Simulation, out_dir: str, resume: bool,
             file=sys.stderr, flush=True)
   bar.close()
   writer.close()
-  results_lib.save_final_weights(out_dir, simulation.final_weights())
   results = simulation.results()
-  results_lib.write(out_dir, results)
+  results.final_weights = simulation.final_weights()
+  if out_dir:
+    results_lib.save_final_weights(out_dir, results.final_weights)
+    results_lib.write(out_dir, results)
   return results

@@ -13,7 +13,8 @@
                    the test split lacks); train_* are null in a round where no update
                    was finite; with faults, dropped_clients and byzantine_clients (the
                    round's reporting Byzantine clients); no_reporters: true in a round
-                   in which no client reported (the model did not change)
+                   in which no client reported (the model did not change); diverging:
+                   true in the first round whose training loss is over 100 ln C
   final_accuracy   test accuracy after the last round
   last10_accuracy  mean test accuracy of the last 10 evaluated rounds
   client_noise_rates  true per-client noise rate (simulation truth, evaluation only)
@@ -74,6 +75,10 @@ class Results:
   runtime_parts: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
   client_flip_kinds: Dict[str, str] = dataclasses.field(default_factory=dict)
   client_sizes: Dict[str, int] = dataclasses.field(default_factory=dict)
+  # The global model's final weights (``get_weights()`` order) where the run returned them;
+  # kept in final_weights.npz, not in results.json.
+  final_weights: Optional[List[np.ndarray]] = dataclasses.field(
+      default=None, repr=False, compare=False)
 
   @property
   def evaluated(self) -> List[Dict[str, Any]]:
@@ -96,7 +101,9 @@ class Results:
     return cls(**{key: value for key, value in values.items() if key in fields})
 
   def to_dict(self) -> Dict[str, Any]:
-    values = dataclasses.asdict(self)
+    """What results.json holds (the final weights are not in it)."""
+    values = dataclasses.asdict(dataclasses.replace(self, final_weights=None))
+    del values['final_weights']
     values['final_accuracy'] = self.final_accuracy
     values['last10_accuracy'] = self.last10_accuracy
     return values

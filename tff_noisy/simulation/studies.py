@@ -47,25 +47,27 @@ def method_config(config: config_lib.ExperimentConfig, method: str):
   return _validated_method_config(config, method)[0]
 
 
-def _validated_method_config(config, method: str) -> tuple:
-  """``(method_config(config, method), its validation.Choices)``."""
+def _validated_method_config(config, method: str, data=None, model_fn=None) -> tuple:
+  """``(method_config(config, method), its validation.Choices)``; ``data``,
+  ``model_fn``: the user's own (``validation.validate_experiment``)."""
   values = copy.deepcopy(config.to_dict())
   accepted = methods.param_names(method) if method in methods.METHODS else ()
   params = {k: v for k, v in values['method']['params'].items() if k in accepted}
   values['method'] = {'name': method, 'params': params}
   resolved = config_lib.from_dict(values)
-  return resolved, validation.validate_experiment(resolved)
+  return resolved, validation.validate_experiment(resolved, data, model_fn)
 
 
-def method_configs(config: config_lib.ExperimentConfig, names: list) -> dict:
+def method_configs(config: config_lib.ExperimentConfig, names: list, data=None,
+                   model_fn=None) -> dict:
   """``{method: (config, choices)}`` for each of ``names`` (``method_config``), every
-  one validated before any run.
+  one validated before any run (on the user's ``data`` and ``model_fn``, if given).
 
   The config's method.params may name the parameters of its own method and of any
   compared method (e.g. FedLN's R_c beside MaskedOptim's T_w); each method keeps the ones
   it takes. A parameter that none of them takes is an error, as it is for a single run.
   """
-  configs = {name: _validated_method_config(config, name) for name in names}
+  configs = {name: _validated_method_config(config, name, data, model_fn) for name in names}
   own = [config.method.name] if config.method.name in methods.METHODS else []
   taken = {key for name in names + own for key in methods.param_names(name)}
   for key in config.method.params:
@@ -79,8 +81,12 @@ def method_configs(config: config_lib.ExperimentConfig, names: list) -> dict:
 
 
 def setting_dir(setting: str) -> str:
-  """The directory a grid names a ``--setting`` (``k=v,k=v``) by."""
-  return setting.replace(',', '_').replace('=', '-') or 'default'
+  """The directory a grid names a ``--setting`` (``k=v,k=v``) by: one folder name, with
+  no path separator and no ``..`` (a value such as ``data.data_dir=../x`` stays inside)."""
+  name = setting.replace(',', '_').replace('=', '-')
+  for separator in {'/', '\\', os.sep}:
+    name = name.replace(separator, '_')
+  return name.replace('..', '__') or 'default'
 
 
 class Setting(NamedTuple):
@@ -96,10 +102,11 @@ class Setting(NamedTuple):
     return cls(setting_dir(text), [kv for kv in text.split(',') if kv], text)
 
 
-def plan_compare(config: config_lib.ExperimentConfig, names: list) -> List[PlannedRun]:
+def plan_compare(config: config_lib.ExperimentConfig, names: list, data=None,
+                 model_fn=None) -> List[PlannedRun]:
   """One run per method, in ``OUT/METHOD``; every config validated first."""
-  return [PlannedRun(name, name, method_cfg, choices)
-          for name, (method_cfg, choices) in method_configs(config, names).items()]
+  return [PlannedRun(name, name, method_cfg, choices) for name, (method_cfg, choices)
+          in method_configs(config, names, data, model_fn).items()]
 
 
 def plan_grid(config_path: str, overrides: list, names: list, settings: List[Setting],
@@ -154,12 +161,18 @@ RunAll = Callable[[List['PlannedRun']], Dict[str, dict]]  # run_processes.run_al
 
 
 def compare(config: config_lib.ExperimentConfig, names: list, out: str,
-            run: Callable, run_all: Optional[RunAll] = None) -> list:
+            run: Callable, run_all: Optional[RunAll] = None, data=None,
+            model_fn=None) -> list:
   """Runs ``names`` on identical data into ``OUT/METHOD`` (``run(config, out_dir,
   choices)`` each, one at a time, or ``run_all(planned runs)`` at once: ``run_processes``);
   writes the manifest first, then ``comparison.csv`` and ``comparison.png``. Returns
-  ``[(method, results)]``."""
-  planned = plan_compare(config, names)
+  ``[(method, results)]``. ``data``, ``model_fn``: the user's own, which ``run`` trains
+  on (``run_all`` cannot hand them to other processes)."""
+  if run_all is not None and (data is not None or model_fn is not None):
+    raise ValueError('data, model_fn: given in Python, so the methods run in this process, '
+                     'one at a time (no --jobs)')
+  os.makedirs(out, exist_ok=True)
+  planned = plan_compare(config, names, data, model_fn)
   write_manifest(out, 'compare', planned, names, [config.seed])
   if run_all is None:
     done = [(r.method, run(r.config, os.path.join(out, r.path), r.choices)) for r in planned]
@@ -189,6 +202,11 @@ def grid(config_path: str, overrides: list, names: list, settings: List[Setting]
   again."""
   settings = settings or [Setting.parse('')]
   planned = plan_grid(config_path, overrides, names, settings, seeds, method_overrides)
+  root = os.path.realpath(out)
+  for r in planned:
+    if os.path.commonpath([root, os.path.realpath(os.path.join(out, r.path))]) != root:
+      raise UserError(f'grid: the run {r.path!r} would be written outside --out {out}')
+  os.makedirs(out, exist_ok=True)
   write_manifest(out, 'grid', planned, names, seeds, {s.name: s.label for s in settings},
                  paper)
   scores = {}  # Run path -> (final, last-10 accuracy).

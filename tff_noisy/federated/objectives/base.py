@@ -51,7 +51,9 @@ class ClientObjective:
   hparams: Mapping[str, np.ndarray] = {}
   metric_names: Tuple[str, ...] = ()
   # The loss of an example depends on that example alone (not on the rest of its batch),
-  # so clients can be stacked with padded batches (``runtime.stacked``).
+  # so clients can be stacked with padded batches (``runtime.stacked``). Read through
+  # ``loss_is_per_example``: a class that defines its own ``loss`` must declare it again,
+  # else its loss counts as coupling the batch (the safe default).
   per_example_loss: bool = True
   # On a device: the context its prologue sets and its loss reads, {name: initial value}
   # (reset when a round's weights are restored); empty: no device prologue.
@@ -61,6 +63,16 @@ class ClientObjective:
     if proximal_strength < 0:
       raise ValueError(f'proximal_strength must be >= 0, got {proximal_strength}')
     self.proximal_strength = float(proximal_strength)
+
+  def loss_is_per_example(self) -> bool:
+    """``per_example_loss`` as declared by the class that defines ``loss`` or by one of
+    its subclasses; False where a class overrides ``loss`` without declaring it."""
+    for cls in type(self).__mro__:
+      if 'per_example_loss' in vars(cls):
+        return bool(vars(cls)['per_example_loss'])
+      if 'loss' in vars(cls):
+        return False
+    return False
 
   def initial_state(self, labels: np.ndarray) -> dict:
     """A client's state before its first round, from its (observed) labels."""

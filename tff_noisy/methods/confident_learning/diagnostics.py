@@ -17,6 +17,11 @@ class LabelIssues(diagnostics.Diagnostic):
   def __init__(self, flags: Dict[str, np.ndarray]):
     self.flags = flags
 
+  def unscored(self):
+    if not self.flags:
+      return {}
+    return {LABEL_ISSUES: {'flagged': {cid: int(f.sum()) for cid, f in self.flags.items()}}}
+
   def scored(self, truth):
     if not self.flags:
       return {}

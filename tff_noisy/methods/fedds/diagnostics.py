@@ -13,8 +13,11 @@ class Reliabilities(diagnostics.Diagnostic):
   def __init__(self, reliabilities: Dict[str, float]):
     self.reliabilities = reliabilities
 
+  def unscored(self):
+    return {'reliabilities': self.reliabilities}
+
   def scored(self, truth):
-    entries = {'reliabilities': self.reliabilities}
+    entries = self.unscored()
     r = diagnostics.correlation(
         self.reliabilities, {cid: 1.0 - rate for cid, rate in truth.noise_rates.items()})
     if r is not None:

@@ -58,6 +58,8 @@ def _own_label_accuracy(logits, labels):
 class ForwardCorrectionObjective(ClientObjective):
   """Cross-entropy, then the forward-corrected loss with the client's own Q^k."""
 
+  per_example_loss = True  # Each example's corrected loss reads its own label and logits.
+
   def __init__(self, num_classes: int, *, estimator: str = 'confident_joint',
                normalise: str = 'column',
                anchor_percentile: float = 97.0, prior_comp: bool = False,

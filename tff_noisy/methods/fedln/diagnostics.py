@@ -36,8 +36,11 @@ class NoiseEstimates(diagnostics.Diagnostic):
   def __init__(self, estimates: Dict[str, float]):
     self.estimates = estimates
 
+  def unscored(self):
+    return {'noise_estimates': self.estimates}
+
   def scored(self, truth):
-    entries = {'noise_estimates': self.estimates}
+    entries = self.unscored()
     r = diagnostics.correlation(self.estimates, truth.noise_rates)
     if r is not None:
       entries['noise_estimate_correlation'] = r

@@ -17,10 +17,15 @@ class NoisyClients(diagnostics.Diagnostic):
   def __init__(self, flags: Dict[str, bool]):
     self.flags = flags
 
+  def unscored(self):
+    if not self.flags:
+      return {}
+    return {'noisy_clients': [cid for cid, flagged in self.flags.items() if flagged]}
+
   def scored(self, truth):
     if not self.flags:
       return {}
-    return {'noisy_clients': [cid for cid, flagged in self.flags.items() if flagged],
+    return {**self.unscored(),
             'detection_truth': detection.detection_report(
                 list(self.flags.values()), [truth.noise_rates[cid] for cid in self.flags])}
 

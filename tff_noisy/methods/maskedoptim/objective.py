@@ -40,6 +40,7 @@ class MaskedOptimObjective(ClientObjective):
 
   trainable_state = LABEL_LOGITS
   metric_names = ('noisy_client',)
+  per_example_loss = True  # Each example's loss reads its own label logits row.
 
   def __init__(self, num_classes: int, *, alpha: float = 0.5, beta: float = 0.1,
                tau: float = 0.8, label_lr: float = 1000.0,

@@ -13,6 +13,8 @@ from tff_noisy.federated.objectives.base import ClientObjective
 class PerExampleLossObjective(ClientObjective):
   """``loss_fn(labels, logits, **params)`` per example in place of cross-entropy."""
 
+  per_example_loss = True  # Each loss_fn reads one example's label and logits.
+
   def __init__(self, loss_fn: Callable, **params):
     super().__init__()
     self.loss_fn = loss_fn

@@ -4,7 +4,7 @@
       [--out model.tflite] [--representative-size N] [--integer-io] [--verify]
   tff-noisy export RUN_DIR|CONFIG.yaml --on-device-training [--out client.tflite]
 
-``--on-device-training`` writes the run's *client round* instead (``training.py``):
+``--on-device-training`` writes the run's *client round* instead (``tflite_export.training``):
 signatures ``restore``, ``train``, ``upload``, ``parameters``, ``infer`` (and
 ``prologue``/``set_context`` for forward correction) with the run's client optimiser,
 objective, local epochs and weight decay, starting from the run's final weights, or from

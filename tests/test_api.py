@@ -1,0 +1,256 @@
+"""The public API (``tff_noisy``): its arguments checked at the edge, one line naming the
+argument; its process equal to the run the command line makes of the same config."""
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tff_noisy
+from tff_noisy import methods
+from tff_noisy import zoo
+from tff_noisy.errors import ConfigError
+
+
+def _clients(num_clients=4, size=30, seed=0):
+  rng = np.random.default_rng(seed)
+  return {f'c{m}': (rng.normal(size=(size, 6)).astype(np.float32),
+                    rng.integers(0, 3, size)) for m in range(num_clients)}
+
+
+def _model_fn():
+  inputs = tf.keras.Input((6,))
+  hidden = tf.keras.layers.Dense(8, activation='relu')(inputs)
+  return tf.keras.Model(inputs, tf.keras.layers.Dense(3, name='logits')(hidden))
+
+
+def _data(**options):
+  rng = np.random.default_rng(1)
+  test = (rng.normal(size=(20, 6)), rng.integers(0, 3, 20))
+  return tff_noisy.federated_data(_clients(), test=test, num_classes=3, **options)
+
+
+def test_importing_the_package_loads_no_tensorflow():
+  code = ('import sys, tff_noisy; assert "tensorflow" not in sys.modules; '
+          'tff_noisy.add_noise; assert "tensorflow" not in sys.modules; print("ok")')
+  done = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                        check=False)
+  assert done.stdout.strip() == 'ok', done.stderr
+
+
+def test_every_public_name_resolves():
+  for name in tff_noisy.__all__:
+    assert getattr(tff_noisy, name) is not None
+  with pytest.raises(AttributeError, match='no attribute'):
+    tff_noisy.not_a_name  # pylint: disable=pointless-statement
+
+
+@pytest.mark.parametrize('clients, match', [
+    ({}, 'clients: expected a non-empty mapping'),
+    ([(np.zeros((2, 3)), np.zeros(2, int))], 'clients: expected a non-empty mapping'),
+    ({'a': np.zeros((2, 3))}, r"clients\['a'\]: expected a pair"),
+    ({'a': (np.zeros((2, 3)), np.zeros(3, int))}, r"clients\['a'\]: 2 inputs but 3 labels"),
+    ({'a': (np.zeros((2, 3)), np.zeros(2))}, r"clients\['a'\] labels: expected a 1-D array of "
+                                              'integer'),
+    ({'a': (np.zeros((2, 3)), [0, 1]), 'b': (np.zeros((2, 4)), [0, 1])},
+     r"clients\['b'\] inputs: shape \(4,\)"),
+    ({3: (np.zeros((2, 3)), [0, 1])}, 'client ids must be non-empty strings'),
+])
+def test_federated_data_names_the_wrong_argument(clients, match):
+  with pytest.raises((TypeError, ValueError), match=match):
+    tff_noisy.federated_data(clients)
+
+
+def test_federated_data_checks_labels_against_num_classes_and_truth():
+  with pytest.raises(ValueError, match=r"clients\['c0'\] labels: labels must be in \[0, "
+                                       r'num_classes=2\)'):
+    tff_noisy.federated_data(_clients(), num_classes=2)
+  with pytest.raises(ValueError, match='true_labels: expected a mapping with the same client'):
+    tff_noisy.federated_data(_clients(), true_labels={'c0': [0]})
+  with pytest.raises(ValueError, match='test: expected inputs'):
+    tff_noisy.federated_data(_clients(), test=(np.zeros((3, 5)), [0, 1, 2]))
+
+
+def test_federated_data_knows_the_truth_only_when_given():
+  clients = _clients()
+  unknown = tff_noisy.federated_data(clients)
+  assert unknown.y_true is None and unknown.noise_rates is None
+  assert unknown.num_classes == 3 and unknown.input_shape == (6,)
+  flipped = {cid: ((y + 1) % 3 if cid == 'c1' else y) for cid, (_, y) in clients.items()}
+  known = tff_noisy.federated_data({cid: (x, flipped[cid]) for cid, (x, _) in clients.items()},
+                                   true_labels={cid: y for cid, (_, y) in clients.items()})
+  np.testing.assert_array_equal(known.noise_rates, [0, 1, 0, 0])
+  assert known.config_hash != unknown.config_hash  # The data's identity in checkpoints.
+
+
+def test_federated_data_from_a_tff_client_data():
+  tff = pytest.importorskip('tensorflow_federated')
+  clients = _clients(num_clients=2, size=5)
+  client_data = tff.simulation.datasets.TestClientData(
+      {cid: {'pixels': x, 'label': y} for cid, (x, y) in clients.items()})
+  data = tff_noisy.federated_data_from_client_data(client_data, x_key='pixels',
+                                                   y_key='label', num_classes=3)
+  assert sorted(data.client_ids) == sorted(clients)
+  for cid, (x, y) in clients.items():
+    np.testing.assert_allclose(data.x[cid], x)
+    np.testing.assert_array_equal(data.y[cid], y)
+  with pytest.raises(ValueError, match="need keys x_key='x'"):
+    tff_noisy.federated_data_from_client_data(client_data)
+  with pytest.raises(TypeError, match='client_data: expected a tff.simulation'):
+    tff_noisy.federated_data_from_client_data(clients)
+
+
+def test_add_noise_returns_what_it_flipped():
+  labels = [np.arange(100) % 10 for _ in range(4)]
+  noisy = tff_noisy.add_noise(labels, 10, {'name': 'symmetric', 'rate': 0.4,
+                                           'noisy_fraction': 0.5}, seed=3)
+  assert len(noisy.noisy_clients) == 2
+  for m, (new, mask, matrix) in enumerate(zip(noisy.labels, noisy.flipped, noisy.matrices)):
+    np.testing.assert_array_equal(mask, new != labels[m])
+    assert (matrix is None) == (m not in noisy.noisy_clients)
+    if matrix is None:
+      assert not mask.any()
+  assert 0 < np.mean(np.concatenate([noisy.flipped[m] for m in noisy.noisy_clients])) < 0.7
+  again = tff_noisy.add_noise(labels, 10, tff_noisy.NoiseConfig('symmetric', rate=0.4,
+                                                                noisy_fraction=0.5), seed=3)
+  for a, b in zip(noisy.labels, again.labels):
+    np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize('args, error, match', [
+    (([[0, 1]], 10, {'name': 'symmetric', 'rate': 1.4}), ConfigError,
+     r'noise.rate: must be in \[0, 1\], got 1.4'),
+    (([[0, 1]], 10, tff_noisy.NoiseConfig('symmetric', rate=1.4)), ConfigError,
+     r'noise.rate: must be in \[0, 1\], got 1.4'),
+    (([[0, 1]], 10, {'name': 'symetric'}), ConfigError, 'noise.name'),
+    (([[0, 1]], 10, {'name': 'symmetric', 'rat': 0.1}), ConfigError, "did you mean 'rate'"),
+    (([[0, 11]], 10, {'name': 'symmetric'}), ValueError, r'labels\[0\]: labels must be in'),
+    ((np.zeros(3, int), 10, {'name': 'symmetric'}), TypeError, 'labels: expected a non-empty'),
+    (([[0, 1]], 1, {'name': 'symmetric'}), ValueError, 'num_classes: expected an integer >= 2'),
+    (([[0, 1]], 10, 'symmetric'), TypeError, 'noise: expected a mapping or a NoiseConfig'),
+])
+def test_add_noise_names_the_wrong_argument(args, error, match):
+  with pytest.raises(error, match=match):
+    tff_noisy.add_noise(*args)
+
+
+def test_build_refuses_wrong_arguments_before_tff_sees_them():
+  data = _data()
+  with pytest.raises(ConfigError, match="method.name: unknown method 'fedavgg'; did you mean "
+                                        "'fedavg'"):
+    tff_noisy.build('fedavgg', model_fn=_model_fn, data=data, rounds=2)
+  with pytest.raises(TypeError, match="params: method 'fedefc' takes FedEFCParams"):
+    tff_noisy.build('fedefc', model_fn=_model_fn, data=data, rounds=2,
+                    params=methods.resolve_params('fedprox', {}, 2))
+  with pytest.raises(ConfigError, match="unknown config key 'fl.client_lrr'"):
+    tff_noisy.build('fedavg', model_fn=_model_fn, data=data, rounds=2, client_lrr=0.1)
+  with pytest.raises(TypeError, match='data: expected tff_noisy.federated_data'):
+    tff_noisy.build('fedavg', model_fn=_model_fn, data={'c0': (1, 2)}, rounds=2)
+  with pytest.raises(TypeError, match='model_fn: expected a function'):
+    tff_noisy.build('fedavg', model_fn=_model_fn(), data=data, rounds=2)
+  with pytest.raises(ConfigError, match=r'model_fn: the model outputs \(None, 3\)|model_fn: '
+                                        r'the model takes inputs of shape \(5,\)'):
+    tff_noisy.build('fedavg', model_fn=lambda: tf.keras.Sequential(
+        [tf.keras.Input((5,)), tf.keras.layers.Dense(3)]), data=data, rounds=2)
+  with pytest.raises(ConfigError, match='data: method .fedds. needs an unlabelled public set'):
+    tff_noisy.build('fedds', model_fn=_model_fn, data=data, rounds=2)
+
+
+def test_a_method_that_reads_features_needs_a_logits_layer():
+  def unnamed():
+    inputs = tf.keras.Input((6,))
+    return tf.keras.Model(inputs, tf.keras.layers.Dense(3)(tf.keras.layers.Dense(4)(inputs)))
+  data = _data()
+  with pytest.raises(ConfigError, match="model_fn: method 'lsc' reads the features"):
+    tff_noisy.build('lsc', model_fn=unnamed, data=data, rounds=2,
+                    params={'pca_components': 4})
+
+
+def test_process_steps_check_their_arguments():
+  process = tff_noisy.build('fedavg', model_fn=_model_fn, data=_data(), rounds=2,
+                            client_runtime='tf')
+  with pytest.raises(ValueError, match='call initialize'):
+    process.next(tff_noisy.ProcessState(0, None, None, ()))
+  state = process.initialize()
+  with pytest.raises(TypeError, match='state: expected the ProcessState'):
+    process.next(None)
+  with pytest.raises(ValueError, match="client_ids: unknown client 'c9'"):
+    process.next(state, ['c0', 'c9'])
+  with pytest.raises(TypeError, match='client_ids: expected a list of client ids'):
+    process.next(state, 'c0')
+  with pytest.raises(ValueError, match='client_ids: expected distinct client ids'):
+    process.next(state, ['c0', 'c0'])
+  state, metrics = process.next(state, ['c2', 'c0'])
+  assert metrics['clients'] == ['c0', 'c2']
+  state, _ = process.next(state)
+  with pytest.raises(ValueError, match='round 2 is the last'):
+    process.next(state)
+
+
+def test_a_config_names_a_registered_model(monkeypatch):
+  monkeypatch.setattr(zoo, 'MODELS', dict(zoo.MODELS))  # Undo the registration.
+  tff_noisy.register_model('tiny', lambda input_shape, num_classes: _model_fn())
+  assert tff_noisy.load_config({'model': {'name': 'tiny'}}).model.name == 'tiny'
+  with pytest.raises(ValueError, match="model 'tiny' is registered already"):
+    tff_noisy.register_model('tiny', _model_fn)
+  with pytest.raises(ValueError, match="options: a config sets only model.width and "
+                                       "model.norm; got 'depth'"):
+    tff_noisy.register_model('other', _model_fn, options={'depth': 2})
+  with pytest.raises(ConfigError, match="model.name: unknown model 'tinyy'; did you mean "
+                                        "'tiny'"):
+    tff_noisy.load_config({'model': {'name': 'tinyy'}})
+
+
+def test_load_config_refuses_a_config_that_names_other_data():
+  with pytest.raises(ConfigError, match="data.dataset: 'mnist', but data= was given"):
+    tff_noisy.load_config({'data': {'dataset': 'mnist'}}, data=_data())
+  config = tff_noisy.load_config({'fl': {'rounds': 3}}, data=_data(), model_fn=_model_fn)
+  assert (config.data.dataset, config.model.name, config.partition.num_clients) == (
+      'custom', 'custom', 4)
+  with pytest.raises(ConfigError, match='data.train_subset: not used with data.dataset: '
+                                        'custom'):
+    tff_noisy.run({'data': {'train_subset': 10}}, data=_data(), model_fn=_model_fn)
+  with pytest.raises(TypeError, match='config: expected a YAML path, a mapping'):
+    tff_noisy.run(['fl'], data=_data())
+
+
+def _accuracies(records):
+  return [record['test_accuracy'] for record in records]
+
+
+@pytest.mark.slow
+def test_a_process_is_the_run_of_its_config_and_resumes_exactly(tmp_path):
+  data = _data()
+  process = tff_noisy.build('fedefc', model_fn=_model_fn, data=data, rounds=4, seed=3,
+                            params={'t_mon': 1}, client_runtime='tf',
+                            noise={'name': 'symmetric', 'rate': 0.5})
+  start = process.initialize()
+  state, records = start, []
+  for _ in range(4):
+    state, metrics = process.next(state)
+    records.append(metrics)
+  assert all('prestop' in record for record in records)  # The monitor runs inside next.
+
+  results = tff_noisy.run(process.config, data=data, model_fn=_model_fn)
+  assert _accuracies(results.rounds) == _accuracies(records)
+  for got, want in zip(process.model_weights(state), results.final_weights):
+    np.testing.assert_array_equal(got, want)
+  assert results.client_noise_rates == pytest.approx(
+      dict(zip(process.data.client_ids, process.data.noise_rates)))
+
+  again, first = process.next(start)  # The state it was given is unchanged.
+  assert first['test_accuracy'] == records[0]['test_accuracy']
+  state = again
+  state, _ = process.next(state)
+  process.save(state, str(tmp_path / 'ckpt'))
+  other = tff_noisy.build('fedefc', model_fn=_model_fn, data=data, rounds=4, seed=3,
+                          params={'t_mon': 1}, client_runtime='tf',
+                          noise={'name': 'symmetric', 'rate': 0.5})
+  state = other.restore(str(tmp_path / 'ckpt'))
+  assert state.round_num == 2
+  tail = []
+  for _ in range(2):
+    state, metrics = other.next(state)
+    tail.append(metrics)
+  assert _accuracies(tail) == _accuracies(records[2:])

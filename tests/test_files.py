@@ -1,0 +1,22 @@
+"""Files the project writes get the mode the umask gives an ordinary file or folder."""
+import os
+import stat
+
+import pytest
+
+from tff_noisy import files
+
+
+@pytest.mark.parametrize('mask', [0o022, 0o002, 0o077])
+def test_written_files_and_checkpoint_folders_honour_the_umask(tmp_path, mask):
+  old = os.umask(mask)
+  try:
+    assert files.umask() == mask
+    path = tmp_path / 'results.json'
+    files.write_atomically(str(path), b'{}')
+    folder = files.make_temporary_dir('.round.', str(tmp_path))
+  finally:
+    os.umask(old)
+  assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~mask
+  assert stat.S_IMODE(os.stat(folder).st_mode) == 0o777 & ~mask
+  assert path.read_bytes() == b'{}'

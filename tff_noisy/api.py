@@ -1,0 +1,328 @@
+"""The Python API: what ``import tff_noisy`` offers (``docs/python-api.md``).
+
+- ``federated_data`` / ``federated_data_from_client_data``: the user's own clients;
+- ``add_noise``: the papers' label noise on the user's labels, with what it flipped;
+- ``build``: a method as one process, ``initialize()`` and ``next(state, client_ids)``,
+  on the user's ``model_fn`` and data, its server decisions inside ``next`` and its
+  per-client state held in the process state;
+- ``run`` / ``compare``: whole runs from a config (a YAML path, a mapping or an
+  ``ExperimentConfig``), returning the ``Results`` that ``results.json`` holds;
+- ``tff_noisy.aggregators``: the server rules as ``tff.aggregators`` factories.
+
+Every argument is checked here, before TensorFlow Federated sees it: a wrong one is a
+``TypeError``/``ValueError`` (or a ``ConfigError``, a ``ValueError``) that names it.
+"""
+
+import dataclasses
+import os
+from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Union
+
+import numpy as np
+
+from tff_noisy import config as config_lib
+from tff_noisy import methods
+from tff_noisy import validation
+from tff_noisy.data import custom
+from tff_noisy.data import noise as noise_lib
+from tff_noisy.data import params as data_params
+from tff_noisy.data.federated import CUSTOM, FederatedData
+from tff_noisy.params import Params
+
+federated_data = custom.from_arrays
+federated_data_from_client_data = custom.from_client_data
+ConfigLike = Union[str, dict, config_lib.ExperimentConfig]
+
+
+class NoisyLabels(NamedTuple):
+  """What ``add_noise`` did to each client's labels (lists in the clients' order)."""
+  labels: list  # Each client's labels after the noise, int64 [n_m].
+  flipped: list  # Each client's mask of changed labels, bool [n_m].
+  noisy_clients: list  # The positions of the clients the noise model made noisy.
+  # Each client's transition matrix T[true i, observed j] the labels were drawn from
+  # (None for a clean client; for ``cleanlab`` the exact counts were assigned from it).
+  matrices: list
+
+
+def add_noise(labels: Sequence, num_classes: int, noise: Union[dict, config_lib.NoiseConfig],
+              *, seed: int = 0) -> NoisyLabels:
+  """The papers' label noise on the user's labels, one array per client.
+
+  ``noise``: a ``NoiseConfig`` or its mapping (``{'name': 'symmetric', 'rate': 0.4,
+  'noisy_fraction': 0.5}``), checked as a config's ``noise`` section is; ``seed``: the
+  same seed gives the same flips (a run with this ``seed`` and ``noise`` flips the same
+  labels of the same data).
+  """
+  if isinstance(labels, (str, bytes)) or not isinstance(labels, Sequence) or not labels:
+    raise TypeError('labels: expected a non-empty list with one label array per client, got '
+                    f'{type(labels).__name__}')
+  if (not isinstance(num_classes, (int, np.integer)) or isinstance(num_classes, bool)
+      or num_classes < 2):
+    raise ValueError(f'num_classes: expected an integer >= 2, got {num_classes!r}')
+  noise = _noise_config(noise, num_classes)
+  if not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**32:
+    raise ValueError(f'seed: expected an integer in [0, 2**32), got {seed!r}')
+  true = [custom._labels(y, f'labels[{m}]', num_classes)  # pylint: disable=protected-access
+          for m, y in enumerate(labels)]
+  noisy = noise_lib.apply_noise(true, num_classes, noise, int(seed))
+  matrices = noise_lib.client_matrices(len(true), num_classes, noise, int(seed))
+  flipped = [y != t for y, t in zip(noisy, true)]
+  return NoisyLabels(noisy, flipped,
+                     [m for m, matrix in enumerate(matrices) if matrix is not None],
+                     matrices)
+
+
+def _noise_config(noise, num_classes: int) -> config_lib.NoiseConfig:
+  """``noise`` as a checked ``NoiseConfig`` (ConfigError naming ``noise.FIELD``)."""
+  if isinstance(noise, dict):
+    noise = config_lib.from_dict({'noise': noise}).noise
+  if not isinstance(noise, config_lib.NoiseConfig):
+    raise TypeError(f'noise: expected a mapping or a NoiseConfig, got {type(noise).__name__}')
+  if noise.name not in noise_lib.NOISE_MODELS or noise.name == 'real':
+    allowed = [name for name in noise_lib.NOISE_MODELS if name != 'real']
+    raise config_lib.ConfigError(f"noise.name: must be one of {', '.join(allowed)}; got "
+                                 f'{noise.name!r}')
+  data_params.resolve(noise_lib.NOISE_MODELS[noise.name].params, noise,
+                      data_params.Context(CUSTOM, num_classes, (), ()))
+  return noise
+
+
+def load_config(config: ConfigLike, data: Optional[FederatedData] = None,
+                model_fn: Optional[Callable] = None) -> config_lib.ExperimentConfig:
+  """A checked config from a YAML path, a mapping or an ``ExperimentConfig``.
+
+  With ``data`` it trains on that data (``data.dataset: custom``, ``partition.num_clients``
+  its clients); with ``model_fn`` on that model (``model.name: custom``). A config that
+  names another dataset or model than the one given is refused. Every choice is checked
+  (``ConfigError`` naming the field), as ``tff-noisy run`` checks a YAML file.
+  """
+  return _checked_config(config, data, model_fn)[0]
+
+
+def _checked_config(config: ConfigLike, data, model_fn) -> tuple:
+  """``(load_config(...), its validation.Choices)``."""
+  config = _as_config(config, data, model_fn)
+  return config, validation.validate_experiment(config, data, model_fn)
+
+
+def _as_config(config: ConfigLike, data, model_fn) -> config_lib.ExperimentConfig:
+  """``config`` as an ``ExperimentConfig`` on ``data`` and ``model_fn``; its own fields
+  checked, not yet the registries' choices (a compare checks each method's config)."""
+  if isinstance(config, (str, os.PathLike)):
+    config = config_lib.load(os.fspath(config))
+  elif isinstance(config, dict):
+    config = config_lib.from_dict(config)
+  elif not isinstance(config, config_lib.ExperimentConfig):
+    raise TypeError('config: expected a YAML path, a mapping or an ExperimentConfig, got '
+                    f'{type(config).__name__}')
+  defaults = config_lib.ExperimentConfig()
+  values = config.to_dict()
+  if data is not None:
+    if not isinstance(data, FederatedData):
+      raise TypeError('data: expected tff_noisy.federated_data(...) or '
+                      f'tff_noisy.federated_data_from_client_data(...), got '
+                      f'{type(data).__name__}')
+    if config.data.dataset not in (defaults.data.dataset, CUSTOM):
+      raise config_lib.ConfigError(f"data.dataset: '{config.data.dataset}', but data= was "
+                                   'given; leave data.dataset unset (or custom)')
+    values['data']['dataset'] = CUSTOM
+    values['partition']['num_clients'] = len(data.client_ids)
+  if model_fn is not None:
+    if not callable(model_fn) or hasattr(model_fn, 'trainable_variables'):
+      raise TypeError('model_fn: expected a function returning a new tf.keras.Model, got '
+                      f'{type(model_fn).__name__} (each call must build a new model)')
+    if config.model.name not in (defaults.model.name, validation.CUSTOM_MODEL):
+      raise config_lib.ConfigError(f"model.name: '{config.model.name}', but model_fn= was "
+                                   'given; leave model.name unset (or custom)')
+    values['model']['name'] = validation.CUSTOM_MODEL
+  return config_lib.from_dict(values)
+
+
+def run(config: ConfigLike, *, data: Optional[FederatedData] = None,
+        model_fn: Optional[Callable] = None, out: Optional[str] = None,
+        resume: bool = False, progress: Optional[bool] = False,
+        workers: Optional[Sequence[str]] = None):
+  """Runs one experiment; returns its ``Results`` (``results.json``'s fields, and the
+  final weights in ``final_weights``).
+
+  ``out``: the run directory the command line writes (results.json, metrics.csv,
+  checkpoints, TensorBoard); None keeps everything in memory. ``resume``: continue from
+  ``out``'s checkpoints. ``progress``: a progress bar on stderr (None: as ``tff-noisy
+  run`` shows it). ``workers``: ``host:port`` of TFF workers to train on.
+  """
+  from tff_noisy.simulation import driver  # pylint: disable=import-outside-toplevel
+  if resume and out is None:
+    raise ValueError('resume: needs out, the run directory whose checkpoints it continues')
+  config, choices = _checked_config(config, data, model_fn)
+  return driver.run_experiment(config, out, resume=resume, progress=progress,
+                               workers=workers, choices=choices, data=data,
+                               model_fn=model_fn)
+
+
+def compare(config: ConfigLike, method_names: Sequence[str], *,
+            data: Optional[FederatedData] = None, model_fn: Optional[Callable] = None,
+            out: Optional[str] = None, progress: Optional[bool] = False) -> Dict[str, object]:
+  """Runs ``config`` once per method on the same data; ``{method: Results}``.
+
+  ``out``: as ``tff-noisy compare --out`` (a folder per method, comparison.csv and
+  comparison.png); None keeps everything in memory.
+  """
+  from tff_noisy.simulation import driver  # pylint: disable=import-outside-toplevel
+  from tff_noisy.simulation import studies  # pylint: disable=import-outside-toplevel
+  if isinstance(method_names, str) or not method_names:
+    raise TypeError('method_names: expected a non-empty list of method names, got '
+                    f'{method_names!r}')
+  config = _as_config(config, data, model_fn)
+  planned = studies.method_configs(config, list(method_names), data=data, model_fn=model_fn)
+
+  def run_one(method_config, run_dir, choices):
+    return driver.run_experiment(method_config, run_dir, progress=progress, choices=choices,
+                                 data=data, model_fn=model_fn)
+
+  if out is None:
+    return {name: run_one(method_config, None, choices)
+            for name, (method_config, choices) in planned.items()}
+  return dict(studies.compare(config, list(method_names), out, run_one,
+                              data=data, model_fn=model_fn))
+
+
+class RoundOutput(NamedTuple):
+  """What ``Process.next`` returns, as TFF's ``LearningProcessOutput``."""
+  state: 'ProcessState'
+  metrics: dict  # The round's record, as results.json keeps it.
+
+
+@dataclasses.dataclass(frozen=True)
+class ProcessState:
+  """A process's whole state after ``round_num`` rounds: the server state (the global
+  model, optimiser state and the method's server decisions), every client's state
+  (``ClientStateStore``, keyed by client id) and the rounds' records."""
+  round_num: int
+  server: object
+  clients: object
+  history: tuple
+
+
+class Process:
+  """A method as one process: ``initialize()``, then ``next(state, client_ids)``.
+
+  Everything the method decides between rounds (FedEFC's switch to forward correction,
+  FedLN's noise estimates, FedDS's Dawid-Skene weights, MaskedOptim's phases) happens
+  inside ``next``; each client's state is kept in ``ProcessState.clients``. Built by
+  ``build``.
+  """
+
+  def __init__(self, simulation):
+    self._simulation = simulation
+    self.config = simulation.config
+    self.data = simulation.data
+
+  def initialize(self) -> ProcessState:
+    """The state before round 1; runs the method's one-off preparation (NNC's
+    relabelling, LSC's embeddings), whose record is ``prepared``."""
+    simulation = self._simulation
+    from tff_noisy.simulation import assembly  # pylint: disable=import-outside-toplevel
+    from tff_noisy.simulation.client_state import ClientStateStore  # pylint: disable=import-outside-toplevel
+    store = ClientStateStore()
+    simulation.store, simulation.history, simulation.extra = store, [], None
+    simulation.state = assembly.initial_state(simulation.process, simulation.eval_model)
+    self.prepared = simulation.prepare()
+    return ProcessState(0, simulation.state, store.copy(), ())
+
+  def next(self, state: ProcessState, client_ids: Optional[Sequence[str]] = None
+           ) -> RoundOutput:
+    """Trains one round on ``client_ids`` (None: the config's sample for this round);
+    returns the new state and the round's record. ``state`` is left as it was."""
+    simulation = self._check(state)
+    if state.round_num >= self.config.fl.rounds:
+      raise ValueError(f'state: round {state.round_num} is the last of the process (built '
+                       f'with rounds={self.config.fl.rounds})')
+    simulation.state, simulation.store = state.server, state.clients.copy()
+    simulation.history = list(state.history)
+    record = simulation.run_round(client_ids)
+    return RoundOutput(ProcessState(state.round_num + 1, simulation.state, simulation.store,
+                                    tuple(simulation.history)), record)
+
+  def model_weights(self, state: ProcessState) -> List[np.ndarray]:
+    """The global model's weights in ``state``, in Keras ``get_weights()`` order."""
+    simulation = self._check(state)
+    simulation.state = state.server
+    return simulation.final_weights()
+
+  def evaluate(self, state: ProcessState, x: np.ndarray, y: np.ndarray) -> dict:
+    """Accuracy, macro-F1 and per-class accuracy of ``state``'s global model on (x, y)."""
+    from tff_noisy.simulation import driver  # pylint: disable=import-outside-toplevel
+    self.model_weights(state)  # Into the evaluation model.
+    return driver.evaluate(self._simulation.eval_model, np.asarray(x, np.float32),
+                           np.asarray(y, np.int64))
+
+  def save(self, state: ProcessState, directory: str) -> None:
+    """Checkpoints ``state`` into ``directory`` (``restore`` reads it back exactly)."""
+    from tff_noisy.simulation import checkpoint  # pylint: disable=import-outside-toplevel
+    self._check(state)
+    checkpoint.save(directory, state.round_num, state.server, state.clients,
+                    list(state.history), self._simulation.identity)
+
+  def restore(self, directory: str) -> ProcessState:
+    """The newest state ``save`` wrote into ``directory`` for this process's config, data
+    and model (a ``CheckpointError`` names what differs)."""
+    from tff_noisy.simulation import checkpoint  # pylint: disable=import-outside-toplevel
+    simulation = self._simulation
+    loaded = checkpoint.load(directory, simulation.process.initialize(),
+                             simulation.identity, self.config.fl.rounds)
+    if loaded is None:
+      raise FileNotFoundError(f'directory: {directory} holds no checkpoint')
+    if simulation.extra is None:
+      self.prepared = simulation.prepare()
+    return ProcessState(loaded.round_num, loaded.state, loaded.store, tuple(loaded.history))
+
+  def _check(self, state):
+    if not isinstance(state, ProcessState):
+      raise TypeError('state: expected the ProcessState that initialize() or next() returned, '
+                      f'got {type(state).__name__}')
+    if self._simulation.extra is None:
+      raise ValueError('state: call initialize() (or restore) on this process first')
+    return self._simulation
+
+
+def build(method: str, *, model_fn: Callable, data: FederatedData, rounds: int,
+          params: Union[None, dict, Params] = None, seed: int = 0,
+          aggregator: str = 'mean', aggregator_params: Optional[dict] = None,
+          noise: Optional[dict] = None, **fl: object) -> Process:
+  """Method ``method`` as a ``Process`` on the user's model and federated data.
+
+  Args:
+    method: a registered method (``tff-noisy list methods``).
+    model_fn: returns a new uncompiled ``tf.keras.Model`` whose output is its logits.
+    data: ``federated_data(...)``: the clients ``next`` trains by id.
+    rounds: how many rounds the process runs (schedules depend on it).
+    params: the method's parameters, a mapping or its parameter class.
+    seed: every random choice (sampling, shuffling, noise, initial model).
+    aggregator, aggregator_params: the server rule (``tff_noisy.aggregators``).
+    noise: label noise to put on ``data``'s labels first (``add_noise``'s ``noise``).
+    **fl: the config's other ``fl`` fields: ``client_lr``, ``server_lr``,
+      ``local_epochs``, ``batch_size``, ``client_optimizer``, ``client_runtime``, ...
+  """
+  if not isinstance(method, str) or method not in methods.METHODS:
+    methods.resolve_params(str(method), {}, 1)  # The "did you mean" error.
+  if isinstance(params, Params):
+    expected = methods.METHODS[method].params
+    if type(params) is not expected:
+      raise TypeError(f"params: method '{method}' takes {expected.__name__}, got "
+                      f'{type(params).__name__}')
+    params = dataclasses.asdict(params)
+  elif params is not None and not isinstance(params, dict):
+    raise TypeError(f'params: expected a mapping or a parameter class, got '
+                    f'{type(params).__name__}')
+  values = {'seed': seed, 'method': {'name': method, 'params': params or {}},
+            'fl': {'rounds': rounds, 'aggregator': aggregator,
+                   'aggregator_params': aggregator_params or {}, **fl}}
+  if noise is not None:
+    values['noise'] = noise
+  from tff_noisy.simulation import driver  # pylint: disable=import-outside-toplevel
+  if not isinstance(data, FederatedData):
+    raise TypeError('data: expected tff_noisy.federated_data(...) or '
+                    f'tff_noisy.federated_data_from_client_data(...), got {type(data).__name__}')
+  if model_fn is None:
+    raise TypeError('model_fn: expected a function returning a new tf.keras.Model, got None')
+  config, choices = _checked_config(values, data, model_fn)
+  return Process(driver.Simulation(config, choices=choices, data=data, model_fn=model_fn))
