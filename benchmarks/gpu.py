@@ -81,7 +81,6 @@ def measure(variant: str, args) -> dict:
   for gpu in gpus:
     tf.config.experimental.set_memory_growth(gpu, True)
   from tff_noisy import config as config_lib  # pylint: disable=g-import-not-at-top
-  from tff_noisy import runtime as runtime_lib  # pylint: disable=g-import-not-at-top
   from tff_noisy.simulation import assembly  # pylint: disable=g-import-not-at-top
   from tff_noisy.simulation import driver  # pylint: disable=g-import-not-at-top
   from tff_noisy.simulation.client_state import ClientStateStore  # pylint: disable=g-import-not-at-top
@@ -94,8 +93,7 @@ def measure(variant: str, args) -> dict:
   method = assembly.build_method(config, data)
   process = method.process
   tf.keras.utils.set_random_seed(0)
-  state = process.set_model_weights(process.initialize(), driver._keras_weights(  # pylint: disable=protected-access
-      method.setup.model_fn()))
+  state = assembly.initial_state(process, method.setup.model_fn())
   seconds = []
   for round_num in (1, 2):
     seeds = np.random.default_rng([0, round_num, 1]).integers(2**31, size=args.clients)
@@ -108,7 +106,7 @@ def measure(variant: str, args) -> dict:
           f'{metrics["train_loss"]:.3f}', file=sys.stderr, flush=True)
   peak = (tf.config.experimental.get_memory_info('GPU:0')['peak'] if gpus and runtime == 'tf'
           else None)
-  return {'variant': variant, 'runtime': runtime_lib.describe(process), 'data': source,
+  return {'variant': variant, 'runtime': assembly.describe_runtime(process), 'data': source,
           'first_round_s': seconds[0], 'round_s': seconds[1],
           'gpus_seen': [g.name for g in gpus], 'gpu_peak_memory_bytes': peak}
 
