@@ -23,6 +23,7 @@ from typing import Optional
 import numpy as np
 
 from tff_noisy.errors import PROG
+from tff_noisy.simulation import run_dir as run_dir_lib
 from tflite_export import options
 
 
@@ -188,6 +189,8 @@ def _format_report(report: dict) -> str:
 
 
 def _cmd_export(args, parser) -> None:
+  if os.path.isdir(args.run_dir):
+    run_dir_lib.refuse_if_running(args.run_dir, 'export')
   if args.on_device_training:
     refused = [flag for flag, on in (('--quantize', args.quantize != 'none'),
                                      ('--integer-io', args.integer_io),

@@ -197,6 +197,7 @@ def _cmd_evaluate(args) -> None:
   import json  # pylint: disable=g-import-not-at-top
   from tff_noisy.simulation import assembly  # pylint: disable=g-import-not-at-top
   from tff_noisy.simulation import driver  # pylint: disable=g-import-not-at-top
+  run_dir.refuse_if_running(args.run_dir, 'evaluate')
   run = assembly.load_finished_run(args.run_dir)
   scores = driver.evaluate(run.model, run.data.x_test, run.data.y_test)
   path = os.path.join(args.run_dir, 'evaluation.json')
@@ -234,6 +235,7 @@ def _cmd_reproduce(args) -> None:
 
 
 def _cmd_report(args) -> None:
+  run_dir.refuse_if_running(args.dir, 'report')
   path, figures = report.write_report(args.dir)
   print(f'wrote {path} and {len(figures)} figure(s)')
 

@@ -41,8 +41,68 @@ def test_non_empty_directory_needs_resume_or_overwrite(tmp_path):
       pass
   with run_dir.claim(str(tmp_path), resume=True):
     assert (tmp_path / 'checkpoints' / 'round_00002').is_dir()
+  with pytest.raises(run_dir.RunDirError, match=r'--overwrite: .* holds files tff-noisy did '
+                     r'not write \(notes.txt\); move them away'):
+    with run_dir.claim(str(tmp_path), overwrite=True):
+      pass
+  assert (tmp_path / 'results.json').exists()  # Nothing removed.
+  (tmp_path / 'notes.txt').unlink()
   with run_dir.claim(str(tmp_path), overwrite=True):
-    assert sorted(p.name for p in tmp_path.iterdir()) == [run_dir.LOCK_FILE, 'notes.txt']
+    assert sorted(p.name for p in tmp_path.iterdir()) == [run_dir.LOCK_FILE]
+
+
+def test_overwrite_removes_every_earlier_output_and_refuses_what_it_did_not_write(tmp_path):
+  run = tmp_path / 'run'
+  for name in ('checkpoints/round_00005', 'checkpoints/.round_00006.abc', 'tb'):
+    (run / name).mkdir(parents=True)
+  for name in ('results.json', 'metrics.csv', 'final_weights.npz', 'evaluation.json',
+               'report.md', 'report-accuracy.png', 'model_none.tflite', 'model_none.json',
+               '.results.json.k2j3', 'tb/events.out.tfevents.1.host.2.v2'):
+    (run / name).write_text('x')
+  (run / 'checkpoints' / 'model_epoch90.pt').write_text('theirs')
+  (run / 'tb' / 'events.other').write_text('theirs')
+  with pytest.raises(run_dir.RunDirError, match=r'\(checkpoints/model_epoch90.pt, '
+                                                r'tb/events.other\)'):
+    with run_dir.claim(str(run), overwrite=True):
+      pass
+  assert (run / 'checkpoints' / 'round_00005').is_dir() and (run / 'report.md').exists()
+  (run / 'checkpoints' / 'model_epoch90.pt').unlink()
+  (run / 'tb' / 'events.other').unlink()
+  with run_dir.claim(str(run), overwrite=True):
+    assert sorted(p.name for p in run.iterdir()) == [run_dir.LOCK_FILE]
+
+
+def test_overwrite_of_a_study_removes_the_runs_its_manifest_lists(tmp_path):
+  study = tmp_path / 'study'
+  (study / 'logs').mkdir(parents=True)
+  (study / 'logs' / 'fedavg.log').write_text('x')
+  for path in ('0.4/seed0/fedavg', '0.4/seed0/fedefc', 'fedavg'):
+    (study / path / 'checkpoints').mkdir(parents=True)
+    (study / path / 'results.json').write_text('x')
+  (study / 'manifest.json').write_text(
+      '{"runs": [{"path": "0.4/seed0/fedavg"}, {"path": "0.4/seed0/fedefc"}, '
+      '{"path": "fedavg"}]}')
+  for name in ('grid.csv', 'grid.md', 'report.md', 'comparison.csv'):
+    (study / name).write_text('x')
+  (study / '0.4' / 'seed0' / 'mine.txt').write_text('theirs')
+  with pytest.raises(run_dir.RunDirError, match=r'\(0.4/seed0/mine.txt\)'):
+    with run_dir.claim(str(study), overwrite=True):
+      pass
+  (study / '0.4' / 'seed0' / 'mine.txt').unlink()
+  with run_dir.claim(str(study), overwrite=True):
+    assert sorted(p.name for p in study.iterdir()) == [run_dir.LOCK_FILE]
+
+
+def test_commands_that_read_a_run_refuse_one_still_running(tmp_path):
+  run_dir.refuse_if_running(str(tmp_path), 'export')  # No lock: nothing running.
+  process = _holder(tmp_path)
+  try:
+    with pytest.raises(run_dir.RunDirError, match=r'export: .* is still being written by PID'):
+      run_dir.refuse_if_running(str(tmp_path), 'export')
+  finally:
+    process.kill()
+    process.wait()
+  run_dir.refuse_if_running(str(tmp_path), 'export')  # Its lock died with it.
 
 
 def test_out_that_is_a_file_is_refused(tmp_path):

@@ -7,10 +7,17 @@
 kernel drops it when the holder dies, even by SIGKILL, so a lock left by a dead run is
 taken over with a warning and a live one refuses with its holder's name. An OUT that the
 claim created is removed again if the run fails before writing anything into it.
+
+``--overwrite`` removes only what this project writes (``project_files``: a run's files
+by name, and a study's runs as its ``manifest.json`` lists them), so the new run starts
+with nothing of the old one beside it; anything else in the way is named and refused
+before anything is removed. ``refuse_if_running`` keeps ``export``, ``evaluate`` and
+``report`` out of a directory whose run is still going.
 """
 
 import contextlib
 import fcntl
+import fnmatch
 import json
 import os
 import shutil
@@ -22,9 +29,16 @@ from tff_noisy.errors import UserError, warn
 from tff_noisy.simulation import results
 
 LOCK_FILE = '.tff-noisy.lock'
-# What a run writes; --overwrite removes these and nothing else.
-OUTPUTS = (results.RESULTS_FILE, results.METRICS_FILE, results.WEIGHTS_FILE, 'checkpoints',
-           'tb')
+MANIFEST_FILE = 'manifest.json'  # A study's plan (``studies.write_manifest``).
+# What the project writes into a run's or a study's directory, by name (``fnmatch``): a
+# run's results, ``evaluate``'s, ``report``'s and ``export``'s files, a study's tables.
+_FILES = (LOCK_FILE, results.RESULTS_FILE, results.METRICS_FILE, results.WEIGHTS_FILE,
+          'evaluation.json', 'report.md', 'report-*.png', 'model_*.tflite', 'model_*.json',
+          'client_training.tflite', 'client_training.json', MANIFEST_FILE,
+          'comparison.csv', 'comparison.png', 'grid.csv', 'grid.md')
+# Folders it writes, with what it writes inside them.
+_FOLDERS = {'checkpoints': ('round_[0-9]*', '.round_*'), 'tb': ('events.out.tfevents.*',),
+            'logs': ('*.log',)}
 
 
 class RunDirError(UserError):
@@ -42,6 +56,105 @@ def check(out_dir: str, *, resume: bool, overwrite: bool) -> None:
     shown = ', '.join(entries[:3]) + (', ...' if len(entries) > 3 else '')
     raise RunDirError(f'--out: {out_dir} is not empty ({shown}); continue that run with '
                       '--resume, replace it with --overwrite, or choose a new --out')
+
+
+def project_files(out_dir: str) -> tuple:
+  """``(ours, foreign)``: the names in ``out_dir`` this project wrote (a run's files and
+  folders, the runs its study manifest lists) and the paths of everything else."""
+  ours, foreign = [], []
+  runs = _manifest_runs(out_dir)
+  for name in sorted(os.listdir(out_dir)):
+    path = os.path.join(out_dir, name)
+    if name in runs and os.path.isdir(path):
+      strange = [f'{name}/{f}' for f in _study_part_foreign(path, runs[name])]
+    elif name in _FOLDERS and os.path.isdir(path) and not os.path.islink(path):
+      strange = [f'{name}/{n}' for n in sorted(os.listdir(path))
+                 if not any(fnmatch.fnmatch(n, p) for p in _FOLDERS[name])]
+    elif _is_project_file(name) and not os.path.isdir(path):
+      strange = []
+    else:
+      strange = [name]
+    (foreign.extend(strange) if strange else ours.append(name))
+  return ours, foreign
+
+
+def _is_project_file(name: str) -> bool:
+  """A file the project writes, or what a write cut short left of one (``files``)."""
+  return any(fnmatch.fnmatch(name, p) or fnmatch.fnmatch(name, f'.{p}.*') for p in _FILES)
+
+
+def _manifest_runs(directory: str) -> dict:
+  """``{first path part: [the rest of each run path]}`` of the study manifest in
+  ``directory``; {} without one."""
+  try:
+    with open(os.path.join(directory, MANIFEST_FILE)) as f:
+      paths = [str(run['path']) for run in json.load(f)['runs']]
+  except (OSError, ValueError, KeyError, TypeError):
+    return {}
+  runs = {}
+  for path in paths:
+    first, _, rest = path.replace(os.sep, '/').partition('/')
+    runs.setdefault(first, []).append(rest)
+  return runs
+
+
+def _study_part_foreign(path: str, rests: list) -> list:
+  """What the project did not write under a study's run (``rests`` holds '') or folder of
+  runs (``rests``: the runs' paths below it), relative to ``path``."""
+  if '' in rests:
+    return project_files(path)[1]
+  deeper = {}
+  for rest in rests:
+    first, _, remainder = rest.partition('/')
+    deeper.setdefault(first, []).append(remainder)
+  foreign = []
+  for name in sorted(os.listdir(path)):
+    if name in deeper and os.path.isdir(os.path.join(path, name)):
+      foreign += [f'{name}/{f}' for f in _study_part_foreign(os.path.join(path, name),
+                                                             deeper[name])]
+    else:
+      foreign.append(name)
+  return foreign
+
+
+def _remove_earlier_outputs(out_dir: str) -> None:
+  """``--overwrite``: removes what the project wrote in ``out_dir``, or raises
+  RunDirError naming what it did not write (and removes nothing)."""
+  ours, foreign = project_files(out_dir)
+  if foreign:
+    shown = ', '.join(foreign[:5]) + (f', ... ({len(foreign)} in all)' if len(foreign) > 5
+                                      else '')
+    raise RunDirError(f'--overwrite: {out_dir} holds files tff-noisy did not write ({shown}); '
+                      'move them away or choose another --out (--overwrite removes only '
+                      "a run's own outputs)")
+  for name in ours:
+    if name == LOCK_FILE:
+      continue
+    target = os.path.join(out_dir, name)
+    if os.path.isdir(target) and not os.path.islink(target):
+      shutil.rmtree(target)
+    else:
+      os.remove(target)
+
+
+def refuse_if_running(directory: str, command: str) -> None:
+  """Raises RunDirError when a live run holds ``directory``'s lock: what ``command`` would
+  write there would be stale when that run ends."""
+  path = os.path.join(directory, LOCK_FILE)
+  try:
+    fd = os.open(path, os.O_RDONLY)
+  except OSError:
+    return
+  try:
+    try:
+      fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+      holder = _describe(os.read(fd, 1 << 16))
+      raise RunDirError(f'{command}: {directory} is still being written by {holder}; run '
+                        f'{command} when it has finished') from None
+    fcntl.flock(fd, fcntl.LOCK_UN)
+  finally:
+    os.close(fd)
 
 
 @contextlib.contextmanager
@@ -62,12 +175,7 @@ def claim(out_dir: str, *, resume: bool = False, overwrite: bool = False):
   fd = _lock(path, out_dir)
   try:
     if overwrite:
-      for name in OUTPUTS:
-        target = os.path.join(out_dir, name)
-        if os.path.isdir(target):
-          shutil.rmtree(target)
-        elif os.path.lexists(target):
-          os.remove(target)
+      _remove_earlier_outputs(out_dir)
     failed = True  # Until the block returns: an exception leaves it set.
     yield
     failed = False
