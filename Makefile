@@ -6,10 +6,15 @@ PYTEST_ARGS ?=
 # cores instead of 10); TEST_WORKERS=1 runs them in one. `make test-all` (CI) runs in one.
 TEST_WORKERS ?= 2
 
-.PHONY: install test test-all demo clean-workers
+.PHONY: install install-gpu test test-all demo clean-workers
 
 install:
 	@bash scripts/install_venv.sh $(VENV)
+
+# The same .venv plus TensorFlow 2.14.1's CUDA 11.8 / cuDNN 8.7 libraries (docs/guide.md: GPU).
+install-gpu: install
+	$(PY) -m pip install --quiet --no-deps -r requirements-gpu.lock
+	$(VENV)/bin/tff-noisy doctor
 
 test: install
 	$(PY) -m pytest -m "not slow" $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS)) \

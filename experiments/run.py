@@ -16,6 +16,7 @@
   tff-noisy reproduce PAPER [--table T] [--scale cpu|paper] [--settings S,..] [--methods M,..]
       [--seeds 0,1,2] [--set ...] --out DIR [--resume | --overwrite] [--jobs N];
   tff-noisy reproduce [PAPER] --list
+  tff-noisy doctor   (the GPU route: CUDA libraries, driver, GPUs, advice)
 
 --verbose (before or after the command) shows TensorFlow's start-up log and library
 warnings, which are hidden by default.
@@ -234,6 +235,12 @@ def _cmd_reproduce(args) -> None:
         f'{len(figures)} figure(s)')
 
 
+def _cmd_doctor(args) -> None:
+  del args
+  from tff_noisy import cuda  # pylint: disable=g-import-not-at-top
+  print('\n'.join(cuda.doctor()))
+
+
 def _cmd_report(args) -> None:
   run_dir.refuse_if_running(args.dir, 'report')
   path, figures = report.write_report(args.dir)
@@ -362,6 +369,10 @@ def _parser() -> argparse.ArgumentParser:
   reporting.add_argument('dir', metavar='DIR',
                          help='a directory written by tff-noisy run, compare or grid')
   reporting.set_defaults(func=_cmd_report)
+
+  doctor = sub.add_parser('doctor', help='the GPU route: TensorFlow\'s CUDA build, the CUDA '
+                          'libraries found and loaded, the driver and GPUs, advice')
+  doctor.set_defaults(func=_cmd_doctor)
   return parser
 
 

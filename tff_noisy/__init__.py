@@ -11,7 +11,10 @@ names below load it when first used::
 
 import importlib
 
+from tff_noisy import cuda as _cuda
+
 __version__ = "0.1.0"
+_cuda.preload()  # The nvidia-* wheels' CUDA libraries, before TensorFlow loads them.
 
 # Public name -> the module that defines it.
 _API = {
