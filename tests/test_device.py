@@ -28,13 +28,22 @@ def test_unknown_device_is_refused_naming_the_allowed_ones(value):
 def test_device_defaults_to_auto_and_is_validated_whole():
   assert config_lib.from_dict({}).device == 'auto'
   for value in device.DEVICES:
-    validation.validate_experiment(config_lib.from_dict({'device': value}))
+    validation.validate_experiment(config_lib.from_dict(
+        {'device': value, 'fl': {'client_runtime': 'tf'}}))
+
+
+def test_a_gpu_with_the_tff_runtime_is_refused_naming_the_tf_runtime():
+  with pytest.raises(config_lib.ConfigError, match="^device: gpu, but fl.client_runtime: tff "
+                                                   ".* set fl.client_runtime: tf"):
+    config_lib.from_dict({'device': 'gpu'})
 
 
 def test_device_is_not_part_of_the_data_cache_key():
-  hashes = {config_lib.from_dict({'device': d}).data_hash() for d in device.DEVICES}
+  tf_runtime = {'fl': {'client_runtime': 'tf'}}
+  hashes = {config_lib.from_dict({'device': d, **tf_runtime}).data_hash()
+            for d in device.DEVICES}
   assert len(hashes) == 1
-  assert 'device' not in _keys(config_lib.from_dict({'device': 'gpu'}).data_dict())
+  assert 'device' not in _keys(config_lib.from_dict({'device': 'gpu', **tf_runtime}).data_dict())
 
 
 def test_cpu_is_hidden_through_the_environment_only_before_tensorflow(monkeypatch):

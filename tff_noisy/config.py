@@ -348,6 +348,9 @@ def validate(config: ExperimentConfig) -> None:
   if fl.client_runtime not in CLIENT_RUNTIMES:
     _require(False, 'fl.client_runtime', f"must be one of {', '.join(CLIENT_RUNTIMES)}; "
              f"got '{fl.client_runtime}'{did_you_mean(fl.client_runtime, CLIENT_RUNTIMES)}")
+  _require(not (config.device == 'gpu' and fl.client_runtime == 'tff'), 'device',
+           "gpu, but fl.client_runtime: tff trains clients in TFF's worker, which has no "
+           'CUDA; set fl.client_runtime: tf to train them on the GPU')
   if fl.clients_per_call is not None:
     _require(fl.clients_per_call >= 1, 'fl.clients_per_call',
              f'must be >= 1 (or unset: automatic), got {fl.clients_per_call}')

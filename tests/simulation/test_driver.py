@@ -186,7 +186,8 @@ def test_gpu_without_one_fails_before_any_data_work(tmp_path, tmp_cache, monkeyp
 
   monkeypatch.setattr(federated_data, 'build_federated_data', no_data_work)
   with pytest.raises(config_lib.ConfigError) as error:
-    driver.run_experiment(_config(device='gpu'), str(tmp_path / 'x'))
+    driver.run_experiment(_config(device='gpu', **{'fl.client_runtime': 'tf'}),
+                          str(tmp_path / 'x'))
   message = str(error.value)
   assert message.startswith('device: gpu, but TensorFlow sees no GPU') and '\n' not in message
   assert not (tmp_path / 'x').exists() and not tmp_cache.exists()
