@@ -158,14 +158,12 @@ class Simulation:
     self.config = config
     self.choices = choices or validation.validate_experiment(config, data, model_fn)
     self.device = device_lib.select(config.device)  # Before any TensorFlow op runs.
+    # The model fits the data: checked before any data work.
+    spec = sources.DATASETS[config.data.dataset] if data is None else data
+    assembly.make_model_fn(config, spec.input_shape, spec.num_classes, model_fn)
     if data is None:
-      spec = sources.DATASETS[config.data.dataset]
-      # The model fits the data: checked before any data work.
-      model_fn = assembly.make_model_fn(config, spec.input_shape, spec.num_classes,
-                                        model_fn)
       self.data = federated_data.build_federated_data(config, checked=True)
     else:
-      model_fn = assembly.make_model_fn(config, data.input_shape, data.num_classes, model_fn)
       self.data = custom_data.with_noise(data, config.noise, config.seed)
     self.truth = diagnostics_lib.Truth.of(self.data)  # What methods' diagnostics score on.
     self.client_ids = list(self.data.client_ids)
