@@ -35,15 +35,16 @@ def test_device_defaults_to_auto_and_is_validated_whole():
 def test_a_gpu_with_the_tff_runtime_is_refused_naming_the_tf_runtime():
   with pytest.raises(config_lib.ConfigError, match="^device: gpu, but fl.client_runtime: tff "
                                                    ".* set fl.client_runtime: tf"):
-    config_lib.from_dict({'device': 'gpu'})
+    config_lib.from_dict({'device': 'gpu', 'fl': {'client_runtime': 'tff'}})
+  # The default runtime, auto, is tf in process: the GPU is used.
+  assert config_lib.resolve_client_runtime(
+      config_lib.from_dict({'device': 'gpu'})).fl.client_runtime == 'tf'
 
 
 def test_device_is_not_part_of_the_data_cache_key():
-  tf_runtime = {'fl': {'client_runtime': 'tf'}}
-  hashes = {config_lib.from_dict({'device': d, **tf_runtime}).data_hash()
-            for d in device.DEVICES}
+  hashes = {config_lib.from_dict({'device': d}).data_hash() for d in device.DEVICES}
   assert len(hashes) == 1
-  assert 'device' not in _keys(config_lib.from_dict({'device': 'gpu', **tf_runtime}).data_dict())
+  assert 'device' not in _keys(config_lib.from_dict({'device': 'gpu'}).data_dict())
 
 
 def test_cpu_is_hidden_through_the_environment_only_before_tensorflow(monkeypatch):

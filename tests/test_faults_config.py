@@ -38,8 +38,9 @@ def test_bad_faults_are_one_line_errors(capsys, tmp_path, override, message):
 
 
 def test_faults_change_the_run_identity_but_not_the_data():
-  plain = config_lib.load(_CONFIG)
-  faulty = config_lib.load(_CONFIG, ['faults.byzantine=0.3', 'faults.behaviour=sign_flip'])
+  plain = config_lib.resolve_client_runtime(config_lib.load(_CONFIG))
+  faulty = config_lib.resolve_client_runtime(
+      config_lib.load(_CONFIG, ['faults.byzantine=0.3', 'faults.behaviour=sign_flip']))
   assert faulty.data_hash() == plain.data_hash() and 'faults' not in plain.data_dict()
   shapes = [(64, 128)]
   # At its defaults the section is left out, so checkpoints written before it still match.

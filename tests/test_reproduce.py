@@ -152,6 +152,13 @@ def test_every_shipped_protocol_loads_and_its_cells_validate(monkeypatch):
         checked[scale] += len(studies.plan_grid(
             plan.config_path, plan.overrides, plan.methods, plan.settings, plan.seeds,
             plan.method_overrides))
+        runtimes = {r.config.fl.client_runtime for r in studies.plan_grid(
+            plan.config_path, plan.overrides, plan.methods, plan.settings, plan.seeds[:1],
+            plan.method_overrides)}
+        # The committed cpu reports ran on tff, the reference runtime: their protocols pin
+        # it so reruns and --resume reproduce them; the paper scale leaves it to auto
+        # (tf, on the GPU a user brings).
+        assert runtimes == ({'tff'} if scale == 'cpu' else {'auto'}), (table.id, scale)
   assert checked['cpu'] >= 36 and checked['paper'] >= 500, checked
   # Without --table: the first table with a protocol at the scale (FedLN's first table,
   # CIFAR-10, has only the paper's).

@@ -108,9 +108,10 @@ class FLConfig:
                                   'w.')
   aggregator: str = described('mean', 'See tff_noisy/federated/aggregators/ (docs/methods.md).')
   aggregator_params: dict = described(text="The aggregator's.", default_factory=dict)
-  client_runtime: str = described('tff', "Where clients train: tff (TFF's worker) | tf (this "
-                                  'process, GPU when seen, many clients per call) | tflite (the '
-                                  'TFLite interpreter).')
+  client_runtime: str = described('auto', "Where clients train: auto (tf, or tff with "
+                                  "--workers) | tff (TFF's worker) | tf (this process, GPU "
+                                  'when seen, many clients per call) | tflite (the TFLite '
+                                  'interpreter).')
   clients_per_call: Optional[int] = described(None, 'tf runtime: clients stacked in one graph '
                                               'call (None: as many as fit ~512 MB, at most 1024).')
   stack_clients: Optional[bool] = described(
@@ -176,15 +177,18 @@ class ExperimentConfig:
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
-# Where clients can train (fl.client_runtime), built by ``tff_noisy.runtime``.
+# Where clients can train (fl.client_runtime), built by ``tff_noisy.runtime``; a config
+# may also say 'auto', which ``resolve_client_runtime`` makes one of these before a run.
 CLIENT_RUNTIMES = ('tff', 'tf', 'tflite')
+AUTO_RUNTIME = 'auto'
 
 # fl.rounds at most: 100x the longest paper protocol (1,000 rounds); more is a typo.
 MAX_ROUNDS = 100_000
 
-# Fields added after data was cached and checkpoints were written, with their defaults:
-# at the default they are left out of the data's cache key and of checkpoint identities,
-# so those stay valid.
+# Fields added after data was cached and checkpoints were written, with the value their
+# absence means in those files (the default then): at that value they are left out of the
+# data's cache key and of checkpoint identities, so those stay valid. (fl.client_runtime
+# defaults to auto now; a checkpoint without it ran on tff.)
 ADDED_FIELDS = {'noise.matrix_seed': None, 'noise.valid_matrix': False,
                 **{f'faults.{f.name}': f.default for f in dataclasses.fields(FaultsConfig)},
                 'fl.client_runtime': 'tff', 'fl.clients_per_call': None,
@@ -312,6 +316,35 @@ def _require(condition: bool, field: str, message: str):
     raise ConfigError(f'{field}: {message}')
 
 
+def _check_gpu_runtime(device: str, runtime: str) -> None:
+  _require(not (device == 'gpu' and runtime == 'tff'), 'device',
+           "gpu, but fl.client_runtime: tff trains clients in TFF's worker, which has no "
+           'CUDA; set fl.client_runtime: tf to train them on the GPU')
+
+
+def resolve_client_runtime(config: ExperimentConfig,
+                           on_workers: bool = False) -> ExperimentConfig:
+  """``config`` with ``fl.client_runtime: auto`` made concrete: ``tff`` when the run's
+  computations go to TFF workers (``--workers``), else ``tf``; a concrete runtime is kept.
+
+  Raises ConfigError for a runtime that cannot run there: ``--workers`` with ``tf`` or
+  ``tflite`` (their clients train in this process), ``device: gpu`` with ``tff``.
+  """
+  runtime = config.fl.client_runtime
+  if runtime == AUTO_RUNTIME:
+    runtime = 'tff' if on_workers else 'tf'
+  if on_workers and runtime != 'tff':
+    where = {'tflite': "this machine's TFLite interpreter",
+             'tf': "this process's TensorFlow"}[runtime]
+    raise ConfigError(f'--workers: with fl.client_runtime: {runtime} the clients train in '
+                      f'{where}, not on TFF workers; use fl.client_runtime: tff (or auto) '
+                      'with --workers, or no --workers')
+  _check_gpu_runtime(config.device, runtime)
+  if runtime == config.fl.client_runtime:
+    return config
+  return dataclasses.replace(config, fl=dataclasses.replace(config.fl, client_runtime=runtime))
+
+
 def validate(config: ExperimentConfig) -> None:
   """Checks values that need no data; the data layer checks the rest before building."""
   _require(0 <= config.seed < 2**32, 'seed',
@@ -345,12 +378,11 @@ def validate(config: ExperimentConfig) -> None:
            f'must be >= 1, got {fl.checkpoint_every}')
   _require(0 <= fl.weight_decay < math.inf, 'fl.weight_decay',
            f'must be a finite number >= 0, got {fl.weight_decay}')
-  if fl.client_runtime not in CLIENT_RUNTIMES:
-    _require(False, 'fl.client_runtime', f"must be one of {', '.join(CLIENT_RUNTIMES)}; "
-             f"got '{fl.client_runtime}'{did_you_mean(fl.client_runtime, CLIENT_RUNTIMES)}")
-  _require(not (config.device == 'gpu' and fl.client_runtime == 'tff'), 'device',
-           "gpu, but fl.client_runtime: tff trains clients in TFF's worker, which has no "
-           'CUDA; set fl.client_runtime: tf to train them on the GPU')
+  runtimes = (AUTO_RUNTIME,) + CLIENT_RUNTIMES
+  if fl.client_runtime not in runtimes:
+    _require(False, 'fl.client_runtime', f"must be one of {', '.join(runtimes)}; "
+             f"got '{fl.client_runtime}'{did_you_mean(fl.client_runtime, runtimes)}")
+  _check_gpu_runtime(config.device, fl.client_runtime)
   if fl.clients_per_call is not None:
     _require(fl.clients_per_call >= 1, 'fl.clients_per_call',
              f'must be >= 1 (or unset: automatic), got {fl.clients_per_call}')

@@ -3,6 +3,7 @@ import collections
 import errno
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -27,7 +28,8 @@ def _identity(**overrides):
   for key, value in overrides.items():
     section, _, field = key.rpartition('.')
     (values.setdefault(section, {}) if section else values)[field] = value
-  return checkpoint.identity_of(config_lib.from_dict(values), _SHAPES)
+  config = config_lib.resolve_client_runtime(config_lib.from_dict(values))
+  return checkpoint.identity_of(config, _SHAPES)
 
 
 def _save(directory, round_num, identity=None):
@@ -79,7 +81,9 @@ def test_checkpoint_of_another_run_is_refused_field_by_field(tmp_path, overrides
 
 def test_other_model_shapes_are_refused_before_tff_sees_them(tmp_path):
   _save(tmp_path, 2)
-  other = checkpoint.identity_of(config_lib.from_dict({'fl': {'rounds': 10}}), [(4, 3), (3,)])
+  other = checkpoint.identity_of(
+      config_lib.resolve_client_runtime(config_lib.from_dict({'fl': {'rounds': 10}})),
+      [(4, 3), (3,)])
   with pytest.raises(checkpoint.CheckpointError,
                      match=r'weight_shapes: checkpoint \[\[2, 3\], \[3\]\], this run '
                            r'\[\[4, 3\], \[3\]\]'):
@@ -98,6 +102,42 @@ def test_device_is_not_part_of_the_identity(tmp_path):
   assert 'device' not in _identity()
   assert _identity(device='gpu') == _identity(device='cpu') == _identity()
   assert _load(tmp_path, _identity(device='auto')).round_num == 2
+
+
+def test_auto_runtime_is_resolved_before_the_identity(tmp_path):
+  auto = config_lib.from_dict({'fl': {'rounds': 10}})
+  assert auto.fl.client_runtime == 'auto'
+  with pytest.raises(ValueError, match='resolve fl.client_runtime: auto first'):
+    checkpoint.identity_of(auto, _SHAPES)
+  assert config_lib.resolve_client_runtime(auto).fl.client_runtime == 'tf'
+  assert config_lib.resolve_client_runtime(auto, on_workers=True).fl.client_runtime == 'tff'
+  # A checkpoint written before the field existed (or on tff) leaves it out: it ran on
+  # tff, so 'auto' resolved to tf in process is another run, named as such.
+  _save(tmp_path, 2, _identity(**{'fl.client_runtime': 'tff'}))
+  assert 'fl.client_runtime' not in _identity(**{'fl.client_runtime': 'tff'})
+  with pytest.raises(checkpoint.CheckpointError,
+                     match='fl.client_runtime: checkpoint "tff", this run "tf"'):
+    _load(tmp_path)
+  assert _load(tmp_path, _identity(**{'fl.client_runtime': 'tff'})).round_num == 2
+
+
+@pytest.mark.parametrize('values, on_workers, message', [
+    ({'fl': {'client_runtime': 'tf'}}, True,
+     "--workers: with fl.client_runtime: tf the clients train in this process's TensorFlow"),
+    ({'fl': {'client_runtime': 'tflite'}}, True, '--workers: with fl.client_runtime: tflite'),
+    ({'device': 'gpu'}, True, "device: gpu, but fl.client_runtime: tff trains clients in TFF's"),
+])
+def test_runtime_that_cannot_run_there_is_refused(values, on_workers, message):
+  config = config_lib.from_dict(values)
+  with pytest.raises(config_lib.ConfigError, match='^' + re.escape(message)):
+    config_lib.resolve_client_runtime(config, on_workers)
+
+
+def test_gpu_with_tff_is_refused_when_the_config_is_read():
+  with pytest.raises(config_lib.ConfigError, match="^device: gpu, but fl.client_runtime: tff"):
+    config_lib.from_dict({'device': 'gpu', 'fl': {'client_runtime': 'tff'}})
+  assert config_lib.resolve_client_runtime(
+      config_lib.from_dict({'device': 'gpu'})).fl.client_runtime == 'tf'
 
 
 def test_run_length_may_grow_but_not_shrink(tmp_path):

@@ -27,7 +27,9 @@ def build(name: str, *, model_fn, client_optimizer, local_epochs: int, weight_de
           stack_clients: Optional[bool] = None,
           median_client_steps: Optional[int] = None) -> Optional[Callable]:
   """The client-runtime factory of ``fl.client_runtime: name`` (``None``: TFF's); the name
-  was checked with the config (``config.CLIENT_RUNTIMES``)."""
+  was checked with the config and resolved (``config.resolve_client_runtime``)."""
+  if name not in ('tff', 'tf', 'tflite'):
+    raise ValueError(f'client runtime {name!r}: resolve it first (tff, tf or tflite)')
   if name == 'tff':
     return None
   if name == 'tf':

@@ -89,9 +89,10 @@ def build_setup(config: ExperimentConfig, data, choices: validation.Choices,
                 spec=None, model_fn: Optional[Callable] = None) -> method_base.Setup:
   """What the config fixes for every method; ``spec``: the clients' element spec (None
   where no dataset is built, as for one client's on-device round); ``model_fn``: the
-  user's own model builder (``model.name: custom``), checked already."""
+  user's own model builder (``model.name: custom``), checked already. ``auto`` runtime:
+  ``tf`` here (``Simulation`` resolves it first, to ``tff`` on workers)."""
   client_optimizer, server_optimizer = optimizers(config)
-  fl = config.fl
+  fl = config_lib.resolve_client_runtime(config).fl
   model_fn = model_fn or make_model_fn(config, data.input_shape, data.num_classes)
   clients = runtime.build(
       fl.client_runtime, model_fn=model_fn, client_optimizer=client_optimizer,

@@ -74,7 +74,11 @@ def identity_of(config: ExperimentConfig, weight_shapes, data_hash: Optional[str
   Every config field but those in ``_MAY_CHANGE`` (so seed and method.name too) and
   later additions at their defaults (``config.ADDED_FIELDS``), the
   federated data's ``data_hash`` and the model's ``weight_shapes``, as JSON reads them back.
+  The client runtime must be resolved (``config.resolve_client_runtime``): the identity
+  names where the run's clients trained.
   """
+  if config.fl.client_runtime == config_lib.AUTO_RUNTIME:
+    raise ValueError('identity_of: resolve fl.client_runtime: auto first')
   identity = {name: value for name, value in _flatten(config.to_dict()).items()
               if name not in _MAY_CHANGE and not config_lib.is_unset_addition(name, value)}
   identity['data_hash'] = data_hash or config.data_hash()
@@ -183,11 +187,15 @@ def _flatten(values: dict, prefix: str = '') -> dict:
 
 
 def _differences(saved: dict, current: dict) -> List[str]:
-  """``'field: checkpoint X, this run Y'`` for each field in which two identities differ."""
-  return [f'{name}: checkpoint {json.dumps(saved.get(name))}, '
-          f'this run {json.dumps(current.get(name))}'
+  """``'field: checkpoint X, this run Y'`` for each field in which two identities differ
+  (a field an identity leaves out has the value its absence means, ``ADDED_FIELDS``)."""
+  def value(identity, name):
+    return identity.get(name, config_lib.ADDED_FIELDS.get(name))
+
+  return [f'{name}: checkpoint {json.dumps(value(saved, name))}, '
+          f'this run {json.dumps(value(current, name))}'
           for name in sorted(set(saved) | set(current))
-          if saved.get(name) != current.get(name)]
+          if value(saved, name) != value(current, name)]
 
 
 def _check(path: str, meta: dict, identity: dict, rounds: int, flat: list,

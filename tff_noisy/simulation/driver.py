@@ -25,6 +25,7 @@ from sklearn import metrics as sk_metrics
 import tensorflow as tf
 import tqdm
 
+from tff_noisy import config as config_lib
 from tff_noisy import device as device_lib
 from tff_noisy import diagnostics as diagnostics_lib
 from tff_noisy import remote
@@ -122,12 +123,7 @@ def run_experiment(config: ExperimentConfig, out_dir: Optional[str], *,
   ``choices``: the config's validated choices, where a caller checked it already.
   ``data``, ``model_fn``: the user's own federated data and model builder (``Simulation``).
   """
-  if workers and config.fl.client_runtime != 'tff':
-    where = {'tflite': "this machine's TFLite interpreter",
-             'tf': "this process's TensorFlow"}[config.fl.client_runtime]
-    raise ConfigError(f'--workers: with fl.client_runtime: {config.fl.client_runtime} the '
-                      f'clients train in {where}, not on TFF workers; use fl.client_runtime: '
-                      'tff with --workers, or no --workers')
+  config = config_lib.resolve_client_runtime(config, on_workers=bool(workers))
   what = f'method.name {config.method.name} with fl.aggregator {config.fl.aggregator}'
   with remote.on_workers(workers, what) as runtime:
     return _run_experiment(Simulation(config, runtime, choices, data=data, model_fn=model_fn),
@@ -155,6 +151,9 @@ class Simulation:
                choices: Optional[validation.Choices] = None, *,
                data: Optional[federated_data.FederatedData] = None,
                model_fn: Optional[Callable] = None):
+    runtime = runtime or {}
+    # The runtime chosen here is the one results.json and the checkpoints record.
+    config = config_lib.resolve_client_runtime(config, bool(runtime.get('workers')))
     self.config = config
     self.choices = choices or validation.validate_experiment(config, data, model_fn)
     self.device = device_lib.select(config.device)  # Before any TensorFlow op runs.
@@ -173,7 +172,6 @@ class Simulation:
                         f'{len(self.client_ids)} clients')
     self.method = assembly.build_method(config, self.data, self.choices, model_fn)
     self.process = self.method.process
-    runtime = runtime or {}
     self.runtime = dict(runtime, **assembly.describe_runtime(self.process,
                                                              bool(runtime.get('workers'))))
     tf.keras.utils.set_random_seed(config.seed)
