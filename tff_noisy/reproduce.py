@@ -5,7 +5,7 @@ A paper's protocol is data, ``experiments/protocols/<paper>.yaml``: under ``tabl
 for each results table, where the numbers are (``cite``), the paper's metric (best
 round, mean of the last 10 rounds, final), its settings (noise columns) as config
 overrides, the methods it compares that this project implements, and the paper's number
-for every cell, copied from ``../shared/papers/``; under ``scales``, how this project
+for every cell, copied from the paper; under ``scales``, how this project
 runs each table (a config, overrides, settings, methods, seeds, and what was measured).
 Two scales:
 
