@@ -8,12 +8,12 @@ forward correction) is timed twice: as it starts (cross-entropy, phase 0) and wi
 phase set to 1 (its per-round transition-matrix pass over the client's data and the
 corrected loss). Before round 1 each method's ``prepare`` runs once against an empty
 cache, so its one-off cost (LSC: the encoder's embeddings) and the bytes it caches are
-measured too. Targets (issues 16 and 17): a corrected FedEFC round <= 1.5x a FedAvg
+measured too. The project's targets: a corrected FedEFC round <= 1.5x a FedAvg
 round; an LSC round <= 1.5x a FedAvg round.
 
 With ``--runtimes tff,tf`` every method runs on each client runtime (``fl.client_runtime``)
 in the same interleaved rounds, and each row also gives its ratio to the same method on
-the first runtime. Target (issue 26): seconds per round with ``tf`` <= 1.0x ``tff`` on the
+the first runtime. The project's target: seconds per round with ``tf`` <= 1.0x ``tff`` on the
 FedEFC, LSC and MaskedOptim configs (goal 0.7x), and >= 5x faster on the demo config.
 
   .venv/bin/python benchmarks/method_cost.py experiments/configs/fedefc_fmnist.yaml \\
