@@ -38,6 +38,7 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 import numpy as np  # pylint: disable=g-import-not-at-top
 
 from tff_noisy import config as config_lib  # pylint: disable=g-import-not-at-top
+from tff_noisy import files  # pylint: disable=g-import-not-at-top
 from tff_noisy import validation  # pylint: disable=g-import-not-at-top
 from tff_noisy.data import federated as federated_data  # pylint: disable=g-import-not-at-top
 from tff_noisy.data import sources  # pylint: disable=g-import-not-at-top
@@ -158,7 +159,9 @@ def main():
   prefix = 'runtimes' if len(runtimes) > 1 else 'method_cost'
   path = os.path.join(RESULTS, f'{prefix}_{name}.json')
   with open(path, 'w') as f:
-    json.dump({'config': args.config, 'overrides': args.set, 'rounds': args.rounds,
+    root = os.path.join(os.path.dirname(__file__), '..')
+    json.dump({'config': files.portable_path(args.config, root),
+               'overrides': files.portable_overrides(args.set, root), 'rounds': args.rounds,
                'runtimes': runtimes,
                'clients_per_round': base.clients_per_round(),
                'machine': {'cpus': os.cpu_count(), 'platform': platform.platform(),
