@@ -164,7 +164,7 @@ def machine_paths(text: str) -> list:
 
 
 def test_machine_paths_are_recognised():
-  assert machine_paths('Directory: `/work/exp2/runs/demo_seeds`.') == ['/work/exp2/runs/demo_seeds']
+  assert machine_paths('Directory: `/work/exp2/runs/demo`.') == ['/work/exp2/runs/demo']
   assert machine_paths('"data.cache_dir=/tmp/bcache"') == ['/tmp/bcache']
   assert machine_paths('"config": "/root/repo/experiments/configs/demo.yaml"')
   assert machine_paths('from `/usr/share/datasets/fashion-mnist`, 1/2 of it, '

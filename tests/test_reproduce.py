@@ -185,8 +185,8 @@ def test_every_shipped_protocol_loads_and_its_cells_validate(monkeypatch):
 
 
 def test_fedln_baselines_take_the_official_code_parameters():
-  """docs/papers/fedln.md, ambiguity 13: LS smoothing 0.2, Bi-Tempered t1 0.8 and t2 1.4 (not the
-  project's defaults); the other methods keep the config's params."""
+  """docs/papers/fedln.md, ambiguity 13: LS smoothing 0.2, Bi-Tempered t1 0.8 and t2 1.4
+  (not the project's defaults); the other methods keep the config's params."""
   plan = reproduce.plan(reproduce.table_of('fedln', 'table1_fmnist'), 'cpu')
   runs = studies.plan_grid(plan.config_path, plan.overrides, plan.methods, plan.settings[:1],
                            plan.seeds[:1], plan.method_overrides)

@@ -38,8 +38,8 @@ def pooled_threshold(global_scores_per_client, nu: float = 75.0) -> float:
 def noise_estimate(local_scores, tau: float) -> float:
   """n^m = (1/N^m) sum_i 1[s^L_i < tau]: the fraction of local scores below tau (Eq. 2).
 
-  The fraction below tau, as the paper's text says (docs/papers/fedln.md, ambiguity 2), not [code]'s
-  fraction above it.
+  The fraction below tau, as the paper's text says (docs/papers/fedln.md, ambiguity 2),
+  not [code]'s fraction above it.
   """
   local_scores = np.ravel(local_scores)
   if not local_scores.size:

@@ -2,8 +2,8 @@
 
 Orientation throughout: ``Q[i, j] = p(noisy = i | true = j)``; rows index the noisy
 label, columns the true class, and each column sums to 1 (Eq. 9 read as the paper's
-implementation details and its code do; docs/papers/fedefc.md, ambiguity 1). It is the transpose of
-``data.noise``'s row-stochastic T.
+implementation details and its code do; docs/papers/fedefc.md, ambiguity 1). It is the
+transpose of ``data.noise``'s row-stochastic T.
 
 - FedEFC's estimate (Eqs. 3-9): per-class thresholds tau_j, each sample's confident guess
   of its true class, the count matrix C[noisy, guess], its diagonal clipped at >= 1 [code]

@@ -11,8 +11,8 @@ from tff_noisy.params import described, Params, require
 
 @dataclasses.dataclass(frozen=True)
 class MaskedOptimParams(Params):
-  """MaskedOptim (the paper's §4; docs/papers/maskedoptim.md). Rounds 1..warmup_rounds warm up on
-  logit-adjusted CE; before round warmup_rounds + 1 every client is probed and the GMM
+  """MaskedOptim (the paper's §4; docs/papers/maskedoptim.md). Rounds 1..warmup_rounds
+  warm up on logit-adjusted CE; before round warmup_rounds + 1 every client is probed and the GMM
   vote flags the noisy ones for the rest of training. Configs set
   ``fl.aggregator: geometric_median_per_tensor`` (the paper's aggregation)."""
   warmup_rounds: int = described(30, 'T_w: detection runs before round T_w + 1 (paper, code 30; '
