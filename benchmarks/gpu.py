@@ -1,8 +1,8 @@
 """One round of a CIFAR-10-shaped protocol on each client runtime, with and without a GPU.
 
 FedAvg with ``resnet20`` (GroupNorm), ``--clients`` clients of ``--examples`` 32x32x3
-images each, E=``--epochs``, B=``--batch-size``, SGD 0.05: the issue's protocol (10 x 500,
-E=5, B=64) by default. The images are random (uniform, seeded) unless CIFAR-10 is in the
+images each, E=``--epochs``, B=``--batch-size``, SGD 0.05; by default 10 clients x 500
+images, E=5, B=64. The images are random (uniform, seeded) unless CIFAR-10 is in the
 TFDS data directory: the benchmark times the machinery, not accuracy. Each variant runs
 in its own process, a first round to trace and a second timed:
 

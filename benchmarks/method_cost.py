@@ -8,12 +8,12 @@ forward correction) is timed twice: as it starts (cross-entropy, phase 0) and wi
 phase set to 1 (its per-round transition-matrix pass over the client's data and the
 corrected loss). Before round 1 each method's ``prepare`` runs once against an empty
 cache, so its one-off cost (LSC: the encoder's embeddings) and the bytes it caches are
-measured too. Targets (issues 16 and 17): a corrected FedEFC round <= 1.5x a FedAvg
+measured too. The project's targets: a corrected FedEFC round <= 1.5x a FedAvg
 round; an LSC round <= 1.5x a FedAvg round.
 
 With ``--runtimes tff,tf`` every method runs on each client runtime (``fl.client_runtime``)
 in the same interleaved rounds, and each row also gives its ratio to the same method on
-the first runtime. Target (issue 26): seconds per round with ``tf`` <= 1.0x ``tff`` on the
+the first runtime. The project's target: seconds per round with ``tf`` <= 1.0x ``tff`` on the
 FedEFC, LSC and MaskedOptim configs (goal 0.7x), and >= 5x faster on the demo config.
 
   .venv/bin/python benchmarks/method_cost.py experiments/configs/fedefc_fmnist.yaml \\
@@ -38,6 +38,7 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 import numpy as np  # pylint: disable=g-import-not-at-top
 
 from tff_noisy import config as config_lib  # pylint: disable=g-import-not-at-top
+from tff_noisy import files  # pylint: disable=g-import-not-at-top
 from tff_noisy import validation  # pylint: disable=g-import-not-at-top
 from tff_noisy.data import federated as federated_data  # pylint: disable=g-import-not-at-top
 from tff_noisy.data import sources  # pylint: disable=g-import-not-at-top
@@ -158,7 +159,9 @@ def main():
   prefix = 'runtimes' if len(runtimes) > 1 else 'method_cost'
   path = os.path.join(RESULTS, f'{prefix}_{name}.json')
   with open(path, 'w') as f:
-    json.dump({'config': args.config, 'overrides': args.set, 'rounds': args.rounds,
+    root = os.path.join(os.path.dirname(__file__), '..')
+    json.dump({'config': files.portable_path(args.config, root),
+               'overrides': files.portable_overrides(args.set, root), 'rounds': args.rounds,
                'runtimes': runtimes,
                'clients_per_round': base.clients_per_round(),
                'machine': {'cpus': os.cpu_count(), 'platform': platform.platform(),

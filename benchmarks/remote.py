@@ -24,6 +24,7 @@ import numpy as np  # pylint: disable=g-import-not-at-top
 import portpicker  # pylint: disable=g-import-not-at-top
 
 from tff_noisy import config as config_lib  # pylint: disable=g-import-not-at-top
+from tff_noisy import files  # pylint: disable=g-import-not-at-top
 from tff_noisy import tff_runtime  # pylint: disable=g-import-not-at-top
 from tff_noisy import workers  # pylint: disable=g-import-not-at-top
 from tff_noisy.simulation import driver  # pylint: disable=g-import-not-at-top
@@ -71,7 +72,8 @@ def main():
       server.wait()
   ratio = remote['median_round_s'] / local['median_round_s']
   report = {
-      'config': args.config, 'overrides': overrides,
+      'config': files.portable_path(args.config, _ROOT),
+      'overrides': files.portable_overrides(overrides, _ROOT),
       'clients_per_round': config.clients_per_round(), 'workers': args.workers_count,
       'local': local, 'remote': remote, 'ratio_median_round': ratio,
       'max_final_weight_difference': weight_difference,

@@ -15,10 +15,10 @@ training in the worker, the aggregation; ``tf``: the batch orders, the stacked t
 the aggregation in TFF's worker), the peak resident memory (VmHWM) of the driver process
 and of TFF's ``worker_binary``, and each runtime's clients per second against ``tff``'s
 at the same size, measured in the same invocation.
-Targets: time per round grows no faster than linearly in participating clients; 10,000
-clients per round fit in 8 GB, driver plus worker (issue 14); the ``tf`` runtime at
+The project's targets: time per round grows no faster than linearly in participating
+clients; 10,000 clients per round fit in 8 GB, driver plus worker; the ``tf`` runtime at
 10,000 clients >= 10x ``tff``'s clients per second, goal 30x; peak memory per client
-<= ``tff``'s (issue 26).
+<= ``tff``'s.
 
   .venv/bin/python benchmarks/scale.py [--runtime tff,tf] [--clients 10,100,1000,10000]
       [--rounds 4] [--examples 20] [--batch-size 10]

@@ -26,6 +26,7 @@ import numpy as np  # pylint: disable=g-import-not-at-top
 
 import method_cost  # pylint: disable=g-import-not-at-top
 from tff_noisy import config as config_lib  # pylint: disable=g-import-not-at-top
+from tff_noisy import files  # pylint: disable=g-import-not-at-top
 from tff_noisy.data import federated as federated_data  # pylint: disable=g-import-not-at-top
 from tff_noisy.runtime import tf_clients  # pylint: disable=g-import-not-at-top
 from tff_noisy.simulation import assembly  # pylint: disable=g-import-not-at-top
@@ -87,9 +88,9 @@ def main():
   path = os.path.join(RESULTS, name + '.json')
   os.makedirs(RESULTS, exist_ok=True)
   with open(path, 'w') as f:
-    json.dump({'config': os.path.relpath(args.config, os.path.join(os.path.dirname(__file__),
-                                                                   '..')),
-               'overrides': args.set, 'rounds': args.rounds,
+    root = os.path.join(os.path.dirname(__file__), '..')
+    json.dump({'config': files.portable_path(args.config, root),
+               'overrides': files.portable_overrides(args.set, root), 'rounds': args.rounds,
                'cpu_max_stacked_client_steps': tf_clients.CPU_MAX_STACKED_CLIENT_STEPS,
                'points': rows,
                'machine': {'cpus': os.cpu_count(), 'platform': platform.platform(),

@@ -1,4 +1,4 @@
-"""FedLN's keyword-spotting CNN on a log-mel front end (specs/fedln.md §5).
+"""FedLN's keyword-spotting CNN on a log-mel front end (FedLN §3, the authors' reference [17]).
 
 The model of Tsouvalas, Saeed & Ozcelebi, "Federated self-training for
 semi-supervised audio recognition" (ACM TECS 2022), as used by FedLN on

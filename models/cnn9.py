@@ -1,6 +1,6 @@
 """Co-teaching's 9-layer CNN (Han et al., NeurIPS 2018), FedEFC's MNIST model.
 
-specs/fedefc.md §5: 3x conv128, pool, dropout .25, 3x conv256, pool, dropout
+FedEFC §4.2 (Co-teaching's CNN): 3x conv128, pool, dropout .25, 3x conv256, pool, dropout
 .25, then conv512/256/128 unpadded; each conv with a norm and leaky-ReLU 0.01;
 global average pool; linear. All kernels are 3x3 and the dropout is channel-wise
 (Co-teaching's ``F.dropout2d``). Convs have no bias: the norm's offset

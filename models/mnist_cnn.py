@@ -1,4 +1,4 @@
-"""The FedDS paper's MNIST CNN (specs/fedds.md §4, the PyTorch MNIST example net).
+"""The FedDS paper's MNIST CNN (from the authors' code: the PyTorch MNIST example net).
 
 Conv(10, 5x5) -> MaxPool 2 -> ReLU; Conv(20, 5x5) -> Dropout2d(0.5) -> MaxPool 2 ->
 ReLU; Dense 50 + ReLU -> Dropout(0.5) -> Dense logits: 21,840 parameters on 28x28x1.

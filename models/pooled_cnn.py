@@ -1,4 +1,4 @@
-"""The FedEFC CPU reproduction's CNN (specs/fedefc.md §10): a pool after each convolution.
+"""The FedEFC CPU reproduction's CNN (docs/papers/fedefc.md): a pool after each convolution.
 
 Conv32 3x3 -> MaxPool 2 -> Conv64 3x3 -> MaxPool 2 -> Dense128, no normalisation; about
 a quarter of ``small_cnn``'s multiply-adds on 28x28 inputs (its second convolution runs

@@ -1,6 +1,6 @@
 """ResNet-20 (He et al., CVPR 2016, §4.2): FedLN's vision model.
 
-specs/fedln.md §5: post-activation 3x3 basic blocks, 3 stages x 3 blocks of
+FedLN's official code: post-activation 3x3 basic blocks, 3 stages x 3 blocks of
 16/32/64 filters with strides 1/2/2, option-A shortcuts (stride subsample + zero
 channel pad, no parameters), he_normal, no conv bias, L2 1e-4, global average
 pool, Dense logits.

@@ -1,4 +1,4 @@
-"""The small CNN of the FedLN CPU reproduction (specs/fedln.md §8).
+"""The small CNN of the FedLN CPU reproduction (docs/papers/fedln.md).
 
 Conv32 -> Conv64 -> MaxPool -> Dense128, no normalisation: what (Fashion-)MNIST
 needs on two CPU cores. 'same' padding lets it also run on 8x8 digits.

@@ -1,5 +1,5 @@
 """FedDS's CIFAR-10 model: a VGG-style CNN (Simonyan & Zisserman 2014) of 6 convolutions
-and 3 dense layers (specs/fedds.md §5, from the authors' code).
+and 3 dense layers (FedDS §5.1, from the authors' code).
 
 Three blocks of two 3x3 convs (64, 64 | 128, 128 | 256, 256), each conv followed by a
 norm and ReLU, each block by a 2x2 max-pool; then Dense 512, ReLU, Dropout 0.5, Dense

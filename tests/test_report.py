@@ -7,6 +7,7 @@ computed here from those files, and that the figures are non-empty PNGs.
 import csv
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -108,7 +109,8 @@ def test_report_of_a_run_with_noise_estimates_and_label_correction(tmp_path, cap
   cli.main(['report', str(run)])
   assert 'wrote ' in capsys.readouterr().out
   text = (run / 'report.md').read_text()
-  assert 'Directory: `fedln`.' in text and str(tmp_path) not in text  # No machine path.
+  assert text.startswith('# Report: fedln\n') and str(tmp_path) not in text  # No machine path.
+  assert 'Directory:' not in text
   assert f"Final test accuracy {100 * saved['final_accuracy']:.2f}%" in text
   assert f"last 10 evaluated rounds {100 * saved['last10_accuracy']:.2f}%" in text
   accuracies = [r['test_accuracy'] for r in saved['rounds']]
@@ -168,7 +170,10 @@ def test_report_of_a_compare(tmp_path):
   assert '### fedavg' not in text
   for absent in ('## Label correction', '## Prestopping', '## LSC'):
     assert absent not in text
-  assert '[fedds](fedds/results.json)' in text
+  # The runs' files are named, not linked: the report's only links are its own figures.
+  assert '| fedds | 0 | finished | `fedds/results.json` |' in text
+  assert '](fedds/results.json)' not in text
+  assert sorted(re.findall(r'\]\(([^)]*)\)', text)) == sorted(figures)
   assert figures == _figures(text)
   for name in figures:
     _assert_png(out / name)
@@ -209,6 +214,35 @@ def _write_grid(out):
     writer.writerows([s, m, 2, 0, 0, 0, 0] for s in settings
                      for m in ('fedavg', 'forward_correction'))
   return saved
+
+
+def test_a_grid_reports_setup_describes_what_every_run_ran(tmp_path):
+  """Not the first run's config: a field that differs is given per method or setting."""
+  out = tmp_path / 'grid'
+  settings = {'clean': 'none', 'noisy': 'fedcorr'}
+  for setting, noise in settings.items():
+    for seed in (0, 1):
+      for method, aggregator in (('fedavg', 'mean'),
+                                 ('maskedoptim', 'geometric_median_per_tensor')):
+        config = _config(seed)
+        config['noise']['name'] = noise
+        config['fl']['aggregator'] = aggregator
+        config['method'] = {'name': method, 'params': {}}
+        results_lib.write(str(out / setting / f'seed{seed}' / method), results_lib.Results(
+            config=config, data_hash=f'{setting}{seed}', method=method, params={},
+            rounds=_rounds(_accuracies(seed, 0.0)), client_noise_rates=dict(_RATES),
+            extra={}, client_sizes=dict(_SIZES)))
+  with open(out / 'grid.csv', 'w', newline='') as f:
+    csv.writer(f).writerows([['setting', 'method', 'seeds', 'final_mean', 'final_std',
+                              'last10_mean', 'last10_std']] +
+                            [[s, m, 2, 0, 0, 0, 0] for s in settings
+                             for m in ('fedavg', 'maskedoptim')])
+  text = open(report.write_report(str(out))[0]).read()
+  assert '- Noise model, by setting: clean: none; noisy: fedcorr.' in text
+  assert ('- Aggregator, by method: fedavg: mean; maskedoptim: '
+          'geometric_median_per_tensor.') in text
+  assert '- Model: mlp.' in text and '- Partition: iid, 4 clients.' in text
+  assert 'aggregator mean' not in text  # The first run's aggregator is not everyone's.
 
 
 def test_report_of_a_grid_with_an_unfinished_run(tmp_path):

@@ -8,6 +8,7 @@ import pytest
 
 from tff_noisy import reproduce
 from tff_noisy import report
+from tff_noisy import reporting
 from tff_noisy.errors import ConfigError
 from tff_noisy.simulation import results as results_lib
 from tff_noisy.simulation import studies
@@ -137,6 +138,30 @@ def test_the_report_sets_our_cells_beside_the_papers(toy, tmp_path):
   assert '| Sym. 0.2 | 70.50 ± 0.50 | 60.50 ± 0.50 | 10.0 | yes |' in text
 
 
+def test_an_unstated_metric_is_reported_in_the_protocols_reading(toy, tmp_path, monkeypatch):
+  """FedEFC's tables do not say which round; the protocol reads them as the final round,
+  and the report's headline, gaps and ranking use it, with last-10 and best beside."""
+  protocol = textwrap.dedent(_PROTOCOL).replace(
+      '    metric: best\n', '    metric: unstated\n    metric_reading: final\n')
+  (tmp_path / 'toy.yaml').write_text(protocol)
+  table = reproduce.table_of('toy', None)
+  assert table.metric_reading == 'final' and table.study('cpu')['metric_reading'] == 'final'
+  assert 'metric unstated (read as final)' in reproduce.listing('toy')
+  w = reporting.Writer(str(tmp_path))
+  run = reporting.Run(path='sym0.2/seed0/fedavg', method='fedavg', setting='sym0.2', seed=0,
+                      results={'final_accuracy': 0.6, 'last10_accuracy': 0.65,
+                               'rounds': [{'round': 1, 'test_accuracy': 0.7}]})
+  reproduce.render(w, {'sym0.2': {'fedavg': [run]}}, table.study('cpu'))
+  text = '\n'.join(w.lines)
+  assert 'ours in the metric this project reads it as (last round)' in text
+  assert '| paper (unstated) | ours (final) | ours (last10) | ours (best) |' in text
+  assert '| Sym. 0.2 | fedavg (FedAvg) | 80.00 | 60.00 | 65.00 | 70.00 | 1 |' in text
+  (tmp_path / 'toy.yaml').write_text(protocol.replace('metric_reading: final',
+                                                      'metric_reading: first'))
+  with pytest.raises(ConfigError, match='metric_reading'):
+    reproduce.table_of('toy', None)
+
+
 def test_every_shipped_protocol_loads_and_its_cells_validate(monkeypatch):
   """The protocols in experiments/protocols: numbers for the methods they name, settings
   that the config accepts, every cell of every scale a valid config (no data is built;
@@ -167,8 +192,8 @@ def test_every_shipped_protocol_loads_and_its_cells_validate(monkeypatch):
 
 
 def test_fedln_baselines_take_the_official_code_parameters():
-  """specs/fedln.md §5: LS smoothing 0.2, Bi-Tempered t1 0.8 and t2 1.4 (not the
-  project's defaults); the other methods keep the config's params."""
+  """docs/papers/fedln.md, ambiguity 13: LS smoothing 0.2, Bi-Tempered t1 0.8 and t2 1.4
+  (not the project's defaults); the other methods keep the config's params."""
   plan = reproduce.plan(reproduce.table_of('fedln', 'table1_fmnist'), 'cpu')
   runs = studies.plan_grid(plan.config_path, plan.overrides, plan.methods, plan.settings[:1],
                            plan.seeds[:1], plan.method_overrides)

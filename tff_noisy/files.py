@@ -59,3 +59,25 @@ def write_atomically(path: str, content: bytes) -> None:
   finally:
     if os.path.exists(partial):
       os.remove(partial)
+
+
+def portable_path(path: str, root: str) -> str:
+  """``path`` as a committed file may name it: relative to ``root`` (the repository) when
+  it lies inside it, else only its base name, so no machine's directories are recorded."""
+  absolute = os.path.abspath(path)
+  root = os.path.abspath(root)
+  if os.path.commonpath([absolute, root]) == root:
+    return os.path.relpath(absolute, root)
+  return os.path.basename(absolute.rstrip(os.sep)) or absolute
+
+
+def portable_overrides(overrides, root: str) -> list:
+  """Config overrides ``key=value`` with every absolute-path value through
+  ``portable_path``, e.g. ``data.cache_dir=/tmp/cache`` -> ``data.cache_dir=cache``."""
+  out = []
+  for item in overrides:
+    key, sep, value = item.partition('=')
+    if sep and os.path.isabs(value):
+      value = portable_path(value, root)
+    out.append(key + sep + value)
+  return out

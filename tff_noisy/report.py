@@ -344,9 +344,9 @@ def _intro(w: Writer, layout: Layout) -> None:
             f'{_count(len(seeds), "seed")} ({", ".join(map(str, seeds))}) x '
             f'{_count(len(methods), "method")} ({", ".join(methods)}); every method of a '
             'setting and seed ran on the same data.')
-  name = os.path.basename(os.path.abspath(layout.directory))  # No machine path: reports travel.
-  w.add(what, '', f'Directory: `{name}`. Written by `tff-noisy report`; the figures are the '
-        '`report-*.png` files next to this file.', '')
+  # No directory beyond the title's name: a report travels (it may be committed elsewhere).
+  w.add(what, '', 'Written by `tff-noisy report`; the figures are the `report-*.png` files '
+        'next to this file.', '')
   unfinished = [r for r in layout.runs if not r.finished]
   if layout.lock:  # 'running: PID ...', 'interrupted: PID ...' or 'locked ...'.
     state, _, holder = layout.lock.partition(': ')
@@ -367,7 +367,9 @@ def _runs_section(w: Writer, layout: Layout) -> None:
   for run in layout.runs:
     if run.finished:
       status = 'finished'
-      link = f'[{run.path}]({os.path.join(run.path, _RESULTS)})'
+      # Named, not linked: a report links only the figures it writes beside itself, so
+      # a report committed without its runs has no dead link.
+      link = f'`{os.path.join(run.path, _RESULTS)}`'
     else:
       status = 'unfinished (no results.json)'
       if run.checkpoint_round is not None:
@@ -384,31 +386,62 @@ def _runs_section(w: Writer, layout: Layout) -> None:
           ['method', 'seed', 'status', 'where'], rows)
 
 
+def _setup_items(config: dict) -> Dict[str, str]:
+  """One run's Setup lines (label -> text) from its recorded config."""
+  data, partition = config.get('data') or {}, config.get('partition') or {}
+  noise, model, fl = config.get('noise') or {}, config.get('model') or {}, config.get('fl') or {}
+  items = {}
+  if data:
+    subset = f', {data["train_subset"]} training examples' if data.get('train_subset') else ''
+    items['Data'] = f'{data.get("dataset")}{subset}'
+  if partition:
+    items['Partition'] = f'{partition.get("name")}, {partition.get("num_clients")} clients'
+  if noise:
+    items['Noise model'] = str(noise.get('name'))
+  if model:
+    items['Model'] = str(model.get('name'))
+  if fl:
+    per_round = (f'{fl["clients_per_round"]} clients' if fl.get('clients_per_round')
+                 else f'participation {fl.get("participation")}')
+    items['Training'] = (
+        f'{fl.get("rounds")} rounds, {per_round} per round, '
+        f'{fl.get("local_epochs")} local epoch(s), batch {fl.get("batch_size")}, '
+        f'{fl.get("client_optimizer")} lr {fl.get("client_lr")} momentum '
+        f'{fl.get("momentum")}, weight decay {fl.get("weight_decay")}, server lr '
+        f'{fl.get("server_lr")}')
+    items['Aggregator'] = str(fl.get('aggregator'))
+  return items
+
+
+def _setup_line(label: str, runs: List[Run], values: List[Optional[str]]) -> Optional[str]:
+  """``- label: value.`` when every run has the same value; else the value per method or
+  per setting (whichever fixes it), else every value found: what every run ran."""
+  distinct = list(dict.fromkeys(v for v in values if v is not None))
+  if not distinct:
+    return None
+  if len(distinct) == 1:
+    return f'- {label}: {distinct[0]}.'
+  for by, key in (('method', lambda r: r.method), ('setting', lambda r: r.setting)):
+    found = {}
+    for run, value in zip(runs, values):
+      found.setdefault(key(run), set()).add(value)
+    if None not in found and all(len(v) == 1 for v in found.values()):
+      return (f'- {label}, by {by}: ' +
+              '; '.join(f'{k}: {next(iter(v))}' for k, v in found.items()) + '.')
+  return f'- {label}, differing between runs: {"; ".join(map(str, distinct))}.'
+
+
 def _setup_section(w: Writer, layout: Layout, groups) -> None:
   finished = [r for r in layout.runs if r.finished]
   if not finished:
     return
   config = finished[0].results.get('config') or {}
   w.add('## Setup', '')
-  data, partition = config.get('data') or {}, config.get('partition') or {}
-  noise, model, fl = config.get('noise') or {}, config.get('model') or {}, config.get('fl') or {}
-  if data:
-    subset = f', {data["train_subset"]} training examples' if data.get('train_subset') else ''
-    w.add(f'- Data: {data.get("dataset")}{subset}.')
-  if partition:
-    w.add(f'- Partition: {partition.get("name")}, {partition.get("num_clients")} clients.')
-  if noise:
-    w.add(f'- Noise model: {noise.get("name")} (all its fields are in the config below).')
-  if model:
-    w.add(f'- Model: {model.get("name")}.')
-  if fl:
-    per_round = (f'{fl["clients_per_round"]} clients' if fl.get('clients_per_round')
-                 else f'participation {fl.get("participation")}')
-    w.add(f'- Training: {fl.get("rounds")} rounds, {per_round} per round, '
-          f'{fl.get("local_epochs")} local epoch(s), batch {fl.get("batch_size")}, '
-          f'{fl.get("client_optimizer")} lr {fl.get("client_lr")} momentum '
-          f'{fl.get("momentum")}, weight decay {fl.get("weight_decay")}, server lr '
-          f'{fl.get("server_lr")}, aggregator {fl.get("aggregator")}.')
+  items = [_setup_items(r.results.get('config') or {}) for r in finished]
+  for label in ('Data', 'Partition', 'Noise model', 'Model', 'Training', 'Aggregator'):
+    line = _setup_line(label, finished, [i.get(label) for i in items])
+    if line:
+      w.add(line)
   seeds = sorted({r.seed for r in finished if r.seed is not None})
   if seeds:
     w.add(f'- Seeds: {", ".join(map(str, seeds))}.')

@@ -5,7 +5,7 @@ A paper's protocol is data, ``experiments/protocols/<paper>.yaml``: under ``tabl
 for each results table, where the numbers are (``cite``), the paper's metric (best
 round, mean of the last 10 rounds, final), its settings (noise columns) as config
 overrides, the methods it compares that this project implements, and the paper's number
-for every cell, copied from ``../shared/papers/``; under ``scales``, how this project
+for every cell, copied from the paper; under ``scales``, how this project
 runs each table (a config, overrides, settings, methods, seeds, and what was measured).
 Two scales:
 
@@ -80,6 +80,9 @@ class Table:
   # Method -> overrides for its runs only, last (the protocol's ``method_set``: e.g. the
   # paper's method aggregates with another rule than its baselines).
   method_overrides: Dict[str, list] = dataclasses.field(default_factory=dict)
+  # When the paper does not say which round it reports (``metric: unstated``), how this
+  # project reads it (``metric_reading``, one of ``METRICS``); the report's headline.
+  metric_reading: Optional[str] = None
 
   def method_overrides_at(self, scale: str,
                           methods: Optional[list] = None) -> Dict[str, list]:
@@ -94,7 +97,8 @@ class Table:
     command's ``--set`` overrides; ``methods``: the methods run, default every one)."""
     return {'paper': self.paper, 'table': self.id, 'citation': self.citation,
             'cite': self.cite, 'caption': self.caption, 'metric': self.metric,
-            'metric_note': self.metric_note, 'methods': self.methods,
+            'metric_note': self.metric_note, 'metric_reading': self.metric_reading,
+            'methods': self.methods,
             'baseline': self.baseline,
             'settings': self.settings, 'numbers': self.paper_numbers, 'scale': scale,
             'scale_note': self.scales[scale].note,
@@ -136,8 +140,16 @@ def load(paper: str) -> Dict[str, Table]:
         {sid: {m: _number(c) for m, c in (row or {}).items()}
          for sid, row in (table.get('paper_numbers') or {}).items()}, scales,
         {name: values for name, values in method_overrides.items()
-         if name in table['methods']})
+         if name in table['methods']}, _reading(paper, table_id, table))
   return tables
+
+
+def _reading(paper: str, table_id: str, table: dict) -> Optional[str]:
+  reading = table.get('metric_reading')
+  if reading is not None and (reading not in METRICS or table['metric'] in METRICS):
+    raise ConfigError(f'protocol {paper}, table {table_id}: metric_reading {reading!r} '
+                      f'needs metric: unstated and one of {", ".join(METRICS)}')
+  return reading
 
 
 def _scale(scale: str, spec: dict, table: dict, paper_overrides: dict) -> Scale:
@@ -190,6 +202,7 @@ def listing(paper: Optional[str] = None) -> str:
     for table in tables.values():
       lines.append(f'  --table {table.id}: {table.cite}, {_count(table.settings, "setting")} x '
                    f'{_count(table.methods, "method")}; metric {table.metric}'
+                   + (f' (read as {table.metric_reading})' if table.metric_reading else '')
                    + ('' if table.scales else '; no scale to run it yet'))
       for name, scale in table.scales.items():
         cells = len(scale.settings) * len(scale.methods) * len(scale.seeds)
@@ -278,9 +291,12 @@ def render(w: reporting.Writer, groups: dict, paper: dict) -> None:
   """The table beside the paper's: each cell in the paper's metric (mean ± std over
   seeds), last-10 and best always, the gap to FedAvg ours vs the paper's, and whether
   the methods rank as in the paper."""
-  metric = paper['metric'] if paper['metric'] in METRICS else 'last10'
+  reading = paper.get('metric_reading')
+  metric = paper['metric'] if paper['metric'] in METRICS else reading or 'last10'
   if metric == paper['metric']:
     ours = f'ours in the same metric ({METRICS[metric]})'
+  elif reading:  # The paper does not say which round; the protocol reads it as one.
+    ours = f'ours in the metric this project reads it as ({METRICS[metric]})'
   else:  # The paper does not say which round it reports.
     ours = f'ours: the {METRICS[metric]}'
   w.add(f'## Beside the paper: {paper["paper"]} {paper["cite"]}', '')

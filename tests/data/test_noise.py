@@ -60,7 +60,7 @@ def test_fedln_sparsity_sets_targets_per_class(sparsity, targets):
   noisy = _noisy('fedln', clients, level=0.4, sparsity=sparsity)
   patterns = []
   for y, z in zip(clients, noisy):
-    assert abs(np.mean(y != z) - 0.4) < 0.05  # fedln spec §7.1's tolerance.
+    assert abs(np.mean(y != z) - 0.4) < 0.05  # FedLN's official code's tolerance.
     matrix = noise_lib.transition_matrix(y, z, C)
     np.fill_diagonal(matrix, 0)
     assert set((matrix > 0).sum(axis=1)) == {targets}

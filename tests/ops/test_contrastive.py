@@ -10,7 +10,7 @@ from tff_noisy.ops import contrastive_tf
 
 
 def _direct(features, embeddings, k, temperature, exclude_self=True):
-  """Eq. 2 of specs/lsc.md, one example and one pair at a time."""
+  """The paper's Eq. 2, one example and one pair at a time."""
   m = len(features)
   unit = lambda v: np.asarray(v, np.float64) / np.linalg.norm(v)
   zs = [unit(e) for e in embeddings]

@@ -49,7 +49,7 @@ def test_recovers_known_confusion_matrices(synthetic):
   np.testing.assert_allclose(result.confusion.sum(-1), 1.0, atol=1e-9)
   # What EM can recover from 2,000 samples is each client's empirical confusion.
   assert np.abs(result.confusion - _empirical(predictions, truth)).max() <= 0.02
-  # Reliabilities (mean diagonals) match the generating matrices (fedds.md §8: ~0.03).
+  # Reliabilities (mean diagonals) match the generating matrices (to about 0.03).
   assert np.abs(result.reliability - ds.client_reliability(confusion)).max() <= 0.03
   assert np.mean(result.posteriors.argmax(1) == truth) > 0.99
   np.testing.assert_allclose(result.priors, np.bincount(truth) / N, atol=0.01)

@@ -47,7 +47,8 @@ def test_histogram_puts_outliers_in_the_end_bins():
 def test_noise_estimate_ranks_noisy_clients_above_clean_ones():
   rng = np.random.default_rng(0)
   global_scores = [rng.normal(5.0, 1.0, 400) for _ in range(6)]
-  # After local training clean clients grow more confident, noisy ones less (fedln.md §2).
+  # After local training clean clients grow more confident, noisy ones less
+  # (docs/papers/fedln.md, ambiguity 2).
   shifts = np.array([1.0, 0.8, 0.6, -0.6, -0.8, -1.0])
   local_scores = [g + s + rng.normal(0, 0.3, g.size) for g, s in zip(global_scores, shifts)]
   tau = energy.pooled_threshold(global_scores, 75)

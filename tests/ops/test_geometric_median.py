@@ -101,7 +101,7 @@ def test_bad_arguments_raise():
 
 
 def _masked_optim_reference(tensors, max_iter, eps):
-  """Alg. 2 of MaskedOptim (maskedoptim.md §2.4) written out for one tensor."""
+  """Alg. 2 of MaskedOptim (the paper's §4.3) written out for one tensor."""
   x = np.stack([t.reshape(-1) for t in tensors])
   mu = x.mean(axis=0)
   for _ in range(max_iter):

@@ -1,4 +1,4 @@
-"""MaskedOptim's client maths: the NumPy functions against the spec's formulas written out
+"""MaskedOptim's client maths: the NumPy functions against the formulas written out
 sample by sample, the TensorFlow twins against the NumPy ones, and the gradients."""
 import math
 
@@ -22,7 +22,8 @@ def _batch(seed=0, batch=7):
 
 
 def _direct(logits, label_logits, labels, alpha, beta, tau, mask, variant):
-  """The spec's formulas (§2.3 and §8.1), one sample at a time, no shared helpers."""
+  """The formulas (docs/papers/maskedoptim.md: Eqs. 9-14 and ambiguity 1), one sample at a
+  time, no shared helpers."""
   batch = len(labels)
   rows = []
   for z, u, y in zip(logits, label_logits, labels):
@@ -145,7 +146,7 @@ def _labels_after_participations(variant: str, alpha: float, participations: int
   """Corrected label after each of ``participations`` rounds of a noisy client whose 64
   samples are all labelled 0 while a fixed model gives p = 0.8 to class 3 and 0.05 to
   class 0 (10 classes, K = 10, η = 1000): per round, E = 2 label steps, then the merge
-  with P (a model this sure of another class is what the spec's correction relies on)."""
+  with P (a model this sure of another class is what the correction relies on)."""
   num_classes, batch = 10, 64
   probs = np.full(num_classes, 0.15 / 8)
   probs[[0, 3]] = 0.05, 0.8

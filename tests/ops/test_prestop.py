@@ -1,4 +1,4 @@
-"""FedEFC's prestopping monitor: the patience rule of specs/fedefc.md §2."""
+"""FedEFC's prestopping monitor: the patience rule of the paper's §3.1."""
 
 import pytest
 

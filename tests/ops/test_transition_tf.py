@@ -84,7 +84,8 @@ def _minimise(loss_fn, num_inputs, num_classes, steps=3000):
 
 def test_true_matrix_correction_recovers_the_clean_posterior():
   """Free logits per input, population loss under the noisy-label distribution Q p(y|x):
-  the corrected loss's minimiser is the clean posterior p(y|x) (spec §8), cross-entropy's
+  the corrected loss's minimiser is the clean posterior p(y|x) (FedEFC §3.3, Theorem 1),
+  cross-entropy's
   the noisy one."""
   rng = np.random.default_rng(5)
   num_inputs, num_classes = 6, 3

@@ -9,11 +9,12 @@ Models (``noise.name``):
 
 * ``symmetric`` / ``pairflip`` / ``cifar10_asym``: one fixed T at ``noise.rate`` on a
   fraction ``noisy_fraction`` of clients; labels flip independently per sample.
-* ``fedln``: FedLN's (n_l, n_s) generator (fedln spec §7.1) and ``cleanlab``: cleanlab's
-  trace/sparsity matrix flipped with exact counts (FedEFC); each on a fraction
-  ``noisy_fraction`` of clients, with one matrix per client or, with ``shared_matrix``,
-  one for all.
-* ``fedcorr``: each client noisy w.p. rho with rate U(tau, 1) (FedCorr, lsc spec §5).
+* ``fedln``: FedLN's (n_l, n_s) generator (docs/papers/fedln.md, ambiguity 10) and
+  ``cleanlab``: cleanlab's trace/sparsity matrix flipped with exact counts (FedEFC); each
+  on a fraction ``noisy_fraction`` of clients, with one matrix per client or, with
+  ``shared_matrix``, one for all.
+* ``fedcorr``: each client noisy w.p. rho with rate U(tau, 1) (FedCorr; docs/papers/lsc.md,
+  ambiguity 12).
 * ``linear`` / ``choice``: per-client rates, linearly spaced or drawn from a list, with
   flip kind ``noise.flip`` (MaskedOptim, FedDS).
 * ``mixed``: ``linear``'s rates with the flip kind alternating symmetric / pair-flip over
@@ -206,7 +207,7 @@ CIFAR10_ASYM_PAIRS = {9: 1, 2: 0, 4: 7, 3: 5}
 def symmetric_matrix(num_classes: int, rate: float) -> np.ndarray:
   """T = (1 - r) I + r/(C - 1) (11ᵀ - I): flip w.p. r to a uniformly random other class.
 
-  Symmetric noise of FedDS and MaskedOptim (fedds spec §5, maskedoptim spec §5).
+  Symmetric noise of FedDS and MaskedOptim (FedDS §5.1, MaskedOptim §5.1).
   """
   matrix = np.full((num_classes, num_classes), rate / (num_classes - 1))
   np.fill_diagonal(matrix, 1.0 - rate)
@@ -214,13 +215,13 @@ def symmetric_matrix(num_classes: int, rate: float) -> np.ndarray:
 
 
 def pairflip_matrix(num_classes: int, rate: float) -> np.ndarray:
-  """T[c, c] = 1 - r, T[c, (c - 1) mod C] = r: pair flip y -> y - 1 (maskedoptim spec §5)."""
+  """T[c, c] = 1 - r, T[c, (c - 1) mod C] = r: pair flip y -> y - 1 (MaskedOptim §3.2)."""
   eye = np.eye(num_classes)
   return (1.0 - rate) * eye + rate * np.roll(eye, -1, axis=1)
 
 
 def cifar10_asym_matrix(num_classes: int, rate: float) -> np.ndarray:
-  """CIFAR-10 asymmetric flips w.p. r: 9->1, 2->0, 4->7, 3->5, others clean (fedds §5)."""
+  """CIFAR-10 asymmetric flips w.p. r: 9->1, 2->0, 4->7, 3->5, others clean (FedDS §5.4.1)."""
   if num_classes != 10:
     raise ValueError(f'cifar10_asym needs 10 classes, got {num_classes}')
   matrix = np.eye(10)
@@ -239,8 +240,9 @@ FLIPS = {
 
 def fedln_matrix(num_classes: int, level: float, sparsity: float,
                  rng: np.random.Generator) -> np.ndarray:
-  """FedLN's noise (fedln spec §7.1): each class c keeps its label w.p. 1 - n_l, else
-  moves to one of t = max(⌈(C - 1)(1 - n_s)⌉, 1) random targets ≠ c (n_l / t each).
+  """FedLN's noise (docs/papers/fedln.md, ambiguity 10): each class c keeps its label w.p.
+  1 - n_l, else moves to one of t = max(⌈(C - 1)(1 - n_s)⌉, 1) random targets ≠ c
+  (n_l / t each).
 
   n_s = 0 spreads flips over all other classes; n_s = 1 sends each class to one target.
   """
@@ -255,11 +257,11 @@ def fedln_matrix(num_classes: int, level: float, sparsity: float,
 
 def cleanlab_matrix(num_classes: int, level: float, sparsity: float, seed: int,
                     valid: bool = False) -> np.ndarray:
-  """Confident Learning's generator (fedln spec §7.1 option, FedEFC): cleanlab's
+  """Confident Learning's generator (FedEFC §2.2): cleanlab's
   ``generate_noise_matrix_from_trace`` with trace C(1 - n_l), a fraction n_s of the
   off-diagonal entries zero and cleanlab's own ``seed``; ``valid`` runs its learnability
-  check (``valid_noise_matrix``: p(true c | noisy c) > p(true c) for every c, fedefc spec
-  §10 at seed 42), which redraws until the matrix passes.
+  check (``valid_noise_matrix``: p(true c | noisy c) > p(true c) for every c, FedEFC
+  §2.2 at seed 42), which redraws until the matrix passes.
 
   cleanlab returns P[observed, true] (columns sum to 1); this returns its transpose.
   """
@@ -321,11 +323,11 @@ def client_rates(num_clients: int, num_classes: int, config: NoiseConfig,
   """Nominal flip probability per client for ``linear``, ``mixed``, ``choice`` and
   ``fedcorr``.
 
-  linear and mixed (maskedoptim spec §5, FedRN lineage): r_m = min_rate + m (max_rate - min_rate)
+  linear and mixed (MaskedOptim §5.1, FedRN lineage): r_m = min_rate + m (max_rate - min_rate)
   / (M - 1), both ends included (MaskedOptim divides by M and never reaches max_rate).
-  choice (fedds spec §5, rates {0.1, ..., 1.0}): r_m from ``rates``; balanced gives each
+  choice (FedDS §5.1, rates {0.1, ..., 1.0}): r_m from ``rates``; balanced gives each
   of the L rates to ⌊M/L⌋ or ⌈M/L⌉ clients, otherwise i.i.d. draws.
-  fedcorr (lsc spec §5): client m is noisy w.p. rho (Bernoulli) with μ_m ~ U(tau, 1); each
+  fedcorr (LSC Appendix A.8): client m is noisy w.p. rho (Bernoulli) with μ_m ~ U(tau, 1); each
   of its samples is relabelled w.p. μ_m uniformly over all C classes, i.e. flipped to
   another class w.p. r_m = μ_m (C - 1)/C.
   """

@@ -47,9 +47,10 @@ def iid(labels: np.ndarray, config: PartitionConfig,
 
 def iid_sigma(labels: np.ndarray, config: PartitionConfig,
               rng: np.random.Generator) -> list:
-  """Random split with varying sizes (FedLN §7.2): N_m ∝ s_m = max(1 + σ z_m, 0.1).
+  """Random split with varying sizes (FedLN's σ): N_m ∝ s_m = max(1 + σ z_m, 0.1).
 
-  z_m ~ N(0, 1); every client gets one sample plus its share of the other N - M.
+  z_m ~ N(0, 1); every client gets one sample plus its share of the other N - M
+  (docs/papers/fedln.md, ambiguity 11).
   """
   scale = np.maximum(1.0 + config.sigma * rng.standard_normal(config.num_clients), 0.1)
   sizes = 1 + apportion(len(labels) - config.num_clients, scale)
@@ -58,7 +59,7 @@ def iid_sigma(labels: np.ndarray, config: PartitionConfig,
 
 def dirichlet(labels: np.ndarray, config: PartitionConfig,
               rng: np.random.Generator) -> list:
-  """Label skew of Hsu et al. as in FedDS's code (fedds spec §5).
+  """Label skew of Hsu et al. as in FedDS's code (docs/papers/fedds.md, ambiguity 11).
 
   For each class, proportions p ~ Dir(α·1_M); clients that already hold >= N/M samples
   get p_m = 0 (renormalised); the class's shuffled samples are cut at the cumulative
@@ -102,7 +103,7 @@ def shards(labels: np.ndarray, config: PartitionConfig,
 
 def fedcorr(labels: np.ndarray, config: PartitionConfig,
             rng: np.random.Generator) -> list:
-  """FedCorr's class-presence split (fedefc spec §5, lsc spec §5).
+  """FedCorr's class-presence split (FedEFC §2.1; LSC Appendix A.8).
 
   Φ_mc ~ Bernoulli(class_prob); a client row with no class is redrawn, and a class held
   by no client is given to one random client. For each class c, q_c ~ Dir(α) over the

@@ -1,7 +1,7 @@
 """Frozen pretrained encoders through ``tensorflow_hub.KerasLayer``, with a disk cache.
 
 FedLN's NNC embeds each client's samples once with a pretrained encoder g (CLIP ViT-B/32
-for images, TRILLsson for audio; specs/fedln.md §2). :class:`HubEncoder` loads any
+for images, TRILLsson for audio; FedLN §2). :class:`HubEncoder` loads any
 TF-Hub/Kaggle handle or local SavedModel directory, and resizes and normalises inputs to
 the shape the encoder expects. :func:`embed_cached` computes an encoder's embeddings of
 a dataset once and keeps them on disk.

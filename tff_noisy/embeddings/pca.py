@@ -1,4 +1,4 @@
-"""PCA of raw inputs: the offline, label-free stand-in for CLIP in NNC (fedln.md §8).
+"""PCA of raw inputs: the offline, label-free stand-in for CLIP in NNC (docs/papers/fedln.md).
 
 :class:`PCAEncoder` is fitted on the unlabelled training inputs and embeds with
 (t(x) - mean) @ components^T, where t is the identity or, with ``sqrt=True``, the

@@ -1,6 +1,6 @@
 """Self-supervised encoder pretraining: SimCLR (Chen et al. 2020) on unlabelled images.
 
-The offline stand-in for a pretrained NNC encoder (fedln.md §8): a small conv backbone
+The offline stand-in for a pretrained NNC encoder (docs/papers/fedln.md): a small conv backbone
 plus a projection head is trained to match two random augmentations of each image with
 the NT-Xent loss (Eq. 1), no labels used. As the paper recommends, the projection head
 is discarded and the backbone's representation is the embedding. :func:`save_encoder`

@@ -1,6 +1,6 @@
 """A frozen, randomly initialised encoder: the control for a pretrained one.
 
-LSC's Table 4 (specs/lsc.md §6) replaces the pretrained reference encoder by the same
+LSC's Table 4 (§5.3 of the paper) replaces the pretrained reference encoder by the same
 architecture, randomly initialised and never trained, to show how much of the gain is
 due to pretraining. :class:`RandomBackboneEncoder` is that control for this project's
 offline SSL encoder: the backbone of ``embed pretrain``

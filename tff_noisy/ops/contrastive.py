@@ -1,4 +1,4 @@
-"""LSC's local K-similarity contrastive term (specs/lsc.md §2, Eq. 2 of the paper).
+"""LSC's local K-similarity contrastive term (§3.2, Eq. 2 of the paper).
 
 Inside one mini-batch of m examples, a frozen encoder's L2-normalised embeddings pick
 each example's K nearest neighbours (largest cosine, the example itself never one of
@@ -6,7 +6,7 @@ them); the client model's L2-normalised penultimate features z̄ then give
 
   L_CL,j = -log( sum_{k in N_j} exp(s_jk) / sum_{l != j} exp(s_jl) ),  s_jk = <z̄_j, z̄_k>/T,
 
-all positives summed inside one log. Choices (specs/lsc.md §7):
+all positives summed inside one log. Choices (docs/papers/lsc.md, ambiguities 1 and 7):
 
 - ``exclude_self=True`` (default) drops l = j from the denominator, as the paper's text
   counts m - 1 pairs; ``False`` keeps it, as its Eq. 2 is written (s_jj = 1/T).
@@ -61,7 +61,7 @@ def _logsumexp(values: np.ndarray, where: np.ndarray) -> np.ndarray:
 
 def k_similarity_loss(features, embeddings, k: int, temperature: float,
                       exclude_self: bool = True) -> np.ndarray:
-  """L_CL,j of every example of one batch: [m] (specs/lsc.md §2).
+  """L_CL,j of every example of one batch: [m] (LSC Eq. 2).
 
   Args:
     features: [m, d] the client model's penultimate features z^c (un-normalised).

@@ -2,7 +2,7 @@
 
 Same equation and choices (see ``ops.contrastive``); the batch size may be unknown until
 run time. No gradient reaches the embeddings: the neighbour relation is a constant of
-the step (specs/lsc.md §2), only the client model's features are trained.
+the step (LSC §3.2), only the client model's features are trained.
 
 Terms left out of a sum are set to ``_MASKED`` rather than -inf: exp(_MASKED - s)
 is exactly 0 next to any similarity |s| <= 1/T, and a row with no term left (a batch

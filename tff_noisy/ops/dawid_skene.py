@@ -2,9 +2,9 @@
 
 Client j's hard predictions y_i^(j) on an unlabelled public set of N samples are the
 votes of a noisy annotator with confusion matrix M^(j), m_{c,l} = P(y^(j) = l | T = c).
-EM estimates every M^(j), the class prior p and the posteriors Q_i(c) (specs/fedds.md
-§2). Each step is written once, so a federated EM, in which the server never sees a
-prediction, runs the same arithmetic as :func:`dawid_skene`:
+EM estimates every M^(j), the class prior p and the posteriors Q_i(c) (FedDS §3.3;
+docs/papers/fedds.md). Each step is written once, so a federated EM, in which the server
+never sees a prediction, runs the same arithmetic as :func:`dawid_skene`:
 
   init    clients: ``majority_vote_init_counts``; sum; server: ``majority_vote_posteriors``
   M-step  clients: ``local_m_step`` (Eq. 10); server: ``class_log_prior`` (Eq. 11)
@@ -69,7 +69,7 @@ def majority_vote_init_counts(client_predictions, num_classes: int) -> np.ndarra
 
 
 def majority_vote_posteriors(summed_counts) -> np.ndarray:
-  """Q^(0)_i(c) = (1/J) sum_j 1[y_i^(j) = c] + 1e-10, renormalised (fedds.md §2, [code])."""
+  """Q^(0)_i(c) = (1/J) sum_j 1[y_i^(j) = c] + 1e-10, renormalised (FedDS's released code)."""
   counts = np.asarray(summed_counts, dtype=np.float64)
   posteriors = counts / counts.sum(axis=1, keepdims=True) + EPSILON
   return posteriors / posteriors.sum(axis=1, keepdims=True)
@@ -122,7 +122,7 @@ def reliability_weights(reliability) -> np.ndarray:
 
 def dawid_skene(predictions, num_classes: int, max_iter: int = 500, tol: float = 1e-5,
                 prior: bool = True, smoothing: float = 0.0) -> DawidSkeneResult:
-  """Fits the Dawid-Skene model to [J, N] hard predictions by EM (fedds.md §2-3).
+  """Fits the Dawid-Skene model to [J, N] hard predictions by EM (FedDS §3.3).
 
   Starts from the soft majority vote, then alternates M- and E-steps until the largest
   change of a posterior is below ``tol`` or after ``max_iter`` E-steps ([code]).

@@ -2,7 +2,7 @@
 
 At the end of warm-up every client reports its per-class mean cross-entropy under the
 global model, ``class_losses[k, c] = mean_{i in D_k, y_i = c} CE(z_i, y_i)`` (NaN where the
-client has no sample of class c). The server (specs/maskedoptim.md §2.2, [C]):
+client has no sample of class c). The server (MaskedOptim §4.1, as its released code does it):
 
 1. fills each NaN with its column's minimum (a column with no value at all: 0);
 2. min-max scales each column to [0, 1] (a constant column: 0);
@@ -10,7 +10,7 @@ client has no sample of class c). The server (specs/maskedoptim.md §2.2, [C]):
    0..8; in each fit the noisy side is the component whose mean vector has the larger
    sum, and the partition that occurs most often over the fits is kept (the first one
    in seed order on a tie, as the released code's ``cnt.index(max(cnt))``);
-4. if one side is empty, no client is noisy (spec §8.9).
+4. if one side is empty, no client is noisy (docs/papers/maskedoptim.md, ambiguity 9).
 
 Fewer than 2 clients, or rows that are all equal after scaling, give no noisy client
 and a ``status`` saying so. :func:`detection_report` compares flags with the simulation's

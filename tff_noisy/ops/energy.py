@@ -3,7 +3,7 @@
 At the activation round each client scores its samples with the received global model
 (s^G) and with its trained local model (s^L). The server thresholds at the nu-th
 percentile of the pooled s^G; a client's noise estimate is the fraction of its s^L below
-that threshold (specs/fedln.md §2). The private variant sends fixed-bin histograms of
+that threshold (FedLN §2, Eq. 2). The private variant sends fixed-bin histograms of
 s^G instead of the scores.
 """
 
@@ -38,8 +38,8 @@ def pooled_threshold(global_scores_per_client, nu: float = 75.0) -> float:
 def noise_estimate(local_scores, tau: float) -> float:
   """n^m = (1/N^m) sum_i 1[s^L_i < tau]: the fraction of local scores below tau (Eq. 2).
 
-  The fraction below tau, as the paper's text says (fedln.md §2, typo b), not [code]'s
-  fraction above it.
+  The fraction below tau, as the paper's text says (docs/papers/fedln.md, ambiguity 2),
+  not [code]'s fraction above it.
   """
   local_scores = np.ravel(local_scores)
   if not local_scores.size:

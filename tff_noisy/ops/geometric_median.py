@@ -17,9 +17,9 @@ Two variants:
   the updates around z, so the test does not depend on their scale. RFA and the package
   stop on the relative change of f instead, which would take one more pass per check.
 - :func:`weiszfeld_per_tensor` / :func:`geometric_median_per_tensor`: MaskedOptim's
-  released code (specs/maskedoptim.md §2.4, Alg. 2): Weiszfeld on each tensor on its own,
-  unweighted, with ``eps`` both the distance floor and the absolute tolerance: stop, keeping
-  mu, once ||mu' - mu|| < eps.
+  released code (the paper's §4.3, Alg. 2; docs/papers/maskedoptim.md): Weiszfeld on each
+  tensor on its own, unweighted, with ``eps`` both the distance floor and the absolute
+  tolerance: stop, keeping mu, once ||mu' - mu|| < eps.
 
 Points of weight 0 (a client whose update was zeroed) take no part in either. With no
 point left, or a non-finite value in a point that takes part, a ValueError is raised;
@@ -135,7 +135,7 @@ def geometric_median(points, weights, max_iter: int = 10, eps: float = 1e-5,
 
 def weiszfeld_per_tensor(points: Sequence[Sequence[np.ndarray]], mask=None,
                          max_iter: int = 10, eps: float = 1e-5) -> GeometricMedianResult:
-  """MaskedOptim's Weiszfeld run on each tensor separately (maskedoptim.md §2.4).
+  """MaskedOptim's Weiszfeld run on each tensor separately (MaskedOptim Alg. 2).
 
   Per tensor: mu = mean of the included X_i; up to ``max_iter`` times,
   a_i = 1/max(||X_i - mu||, eps) normalised, mu' = sum_i a_i X_i, stop if

@@ -1,7 +1,7 @@
 """k-nearest-neighbour label correction: NNC of FedLN (Tsouvalas et al. 2023, Eq. 1).
 
 Each sample's label becomes the majority label of its k nearest neighbours (Euclidean,
-raw embeddings) among the same client's samples (specs/fedln.md §2).
+raw embeddings) among the same client's samples (FedLN §2; docs/papers/fedln.md, ambiguity 6).
 
 The search is exact and blocked, and computes each distance once. Distances are
 symmetric, so the product of one block pair (I, J), I <= J, serves the rows of block I

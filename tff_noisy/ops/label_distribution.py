@@ -1,17 +1,19 @@
-"""MaskedOptim's client-side mathematics in NumPy (Jiang et al. 2025; specs/maskedoptim.md).
+"""MaskedOptim's client-side mathematics in NumPy (Jiang et al. 2025;
+docs/papers/maskedoptim.md).
 
-Warm-up and clean clients (§2.1, Eq. 4): cross-entropy of the logits adjusted by the
+Warm-up and clean clients (§4.1, Eq. 4): cross-entropy of the logits adjusted by the
 log of the client's class prior of its *observed* labels, floored at 1e-8 (the code's
-log 0 = -inf, spec [D]); in training only.
+log 0 = -inf); in training only.
 
-Noisy clients (§2.3) learn per-sample label logits ỹ [n, C], initialised to K·onehot(ŷ)
+Noisy clients (§4.2) learn per-sample label logits ỹ [n, C], initialised to K·onehot(ŷ)
 (K = 10), with label distribution y^d = softmax(ỹ). With p = softmax(z):
 
 - ``variant='paper'`` (Eqs. 9-14, the default):
   L_i = L_c + α L_comp + β m_i H(p), where L_c = -Σ y^d log p, L_comp = -log y^d_ŷ,
   H(p) = -Σ p log p and m_i = 1 for the ⌈τ|B|⌉ samples of the batch with the smallest
   L_c (stop-gradient; ties: the lower index first), else 0;
-- ``variant='code'`` (the released code's current commit a8e8e55, spec §8.1):
+- ``variant='code'`` (the released code's current commit a8e8e55;
+  docs/papers/maskedoptim.md, ambiguity 1):
   L_i = KL(p ‖ y^d)/C + α m_i L_comp + β H(p)/C with m_i = 1 for the ⌊τ|B|⌋ samples of the
   batch with the smallest cross-entropy −log p_ŷ against the *observed* label
   (stop-gradient; ties: the lower index first), the entropy term unmasked;

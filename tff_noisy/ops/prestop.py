@@ -1,12 +1,12 @@
 """FedEFC's prestopping monitor: a patience rule on the clients' mean noisy-label accuracy.
 
-specs/fedefc.md §2-3: only rounds t > t_mon are monitored. A round improves when its
-signal A(t) beats the best value so far (``best``, [code], the default; the best starts
-at 0) or the previous round's value (``previous``, the paper's literal rule). An
-improving round resets the counter c, any other adds 1; the round where c reaches gamma
-is the prestopping point T_e, after which training switches to the corrected phase (it
-does not stop). Plain Python, so the server's decision is a handful of numbers that the
-process state (and hence a checkpoint) carries.
+FedEFC §3.1 (docs/papers/fedefc.md, ambiguity 2): only rounds t > t_mon are monitored.
+A round improves when its signal A(t) beats the best value so far (``best``, [code], the
+default; the best starts at 0) or the previous round's value (``previous``, the paper's
+literal rule). An improving round resets the counter c, any other adds 1; the round
+where c reaches gamma is the prestopping point T_e, after which training switches to the
+corrected phase (it does not stop). Plain Python, so the server's decision is a handful
+of numbers that the process state (and hence a checkpoint) carries.
 """
 
 import dataclasses

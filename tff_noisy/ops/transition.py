@@ -1,9 +1,9 @@
 """Transition-matrix estimates and the forward-corrected loss (FedEFC; Patrini et al. 2017).
 
 Orientation throughout: ``Q[i, j] = p(noisy = i | true = j)``; rows index the noisy
-label, columns the true class, and each column sums to 1 (specs/fedefc.md §2, Eq. 9 read
-as the paper's implementation details and its code do). It is the transpose of
-``data.noise``'s row-stochastic T.
+label, columns the true class, and each column sums to 1 (Eq. 9 read as the paper's
+implementation details and its code do; docs/papers/fedefc.md, ambiguity 1). It is the
+transpose of ``data.noise``'s row-stochastic T.
 
 - FedEFC's estimate (Eqs. 3-9): per-class thresholds tau_j, each sample's confident guess
   of its true class, the count matrix C[noisy, guess], its diagonal clipped at >= 1 [code]
@@ -24,7 +24,7 @@ from tff_noisy.ops import common
 
 THRESHOLD_FLOOR = 2e-6  # tau_j >= this [code].
 THRESHOLD_SLACK = 1e-6  # A class is confident when p_j >= tau_j - this [code].
-EPSILON = 1e-12  # Inside the corrected loss's log (spec §9.9).
+EPSILON = 1e-12  # Inside the corrected loss's log (docs/papers/fedefc.md, ambiguity 9).
 SINGULAR_TOLERANCE = 1e-6  # Singular: smallest singular value <= this x the largest.
 NORMALISATIONS = ('column', 'row')
 
@@ -92,7 +92,7 @@ def estimate_transition_matrix(probs, noisy_labels, normalise: str = 'column') -
 
 def anchor_transition_matrix(probs, percentile: float = 97.0) -> np.ndarray:
   """Patrini's anchor estimate in Q's orientation: column j is the mean p over the samples
-  whose p_j is at least its ``percentile``-th percentile (spec §6)."""
+  whose p_j is at least its ``percentile``-th percentile (FedEFC §4.1's baseline)."""
   if not 0 < percentile <= 100:
     raise ValueError(f'percentile must be in (0, 100], got {percentile}')
   probs = _check_probs(probs)
@@ -111,7 +111,7 @@ def compensate_prior(matrix, prior) -> np.ndarray:
 
   W_ij = Q_ij pi_i / sum_i' Q_i'j pi_i' and the loss uses p~_a = sum_b W_ba p_b, i.e.
   p~ = W^T p: this returns W^T. A column whose weights are all 0 (its mass only on
-  locally absent labels) stays 0; p~ is not renormalised (spec §2).
+  locally absent labels) stays 0; p~ is not renormalised (the released code).
   """
   weighted = np.asarray(matrix, np.float64) * np.asarray(prior, np.float64)[:, None]
   totals = weighted.sum(axis=0, keepdims=True)

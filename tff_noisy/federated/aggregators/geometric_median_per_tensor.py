@@ -1,8 +1,8 @@
-"""MaskedOptim's geometric median: Weiszfeld on each tensor, unweighted (maskedoptim.md §2.4).
+"""MaskedOptim's geometric median: Weiszfeld on each tensor, unweighted (MaskedOptim Alg. 2).
 
 Per tensor: start at the mean of the included clients; a_i = 1/max(d_i, eps), normalised;
 stop, keeping mu, once ||mu' - mu|| < eps; no client weights and no RFA smoothing. Run
-federated-natively as the spec's TFF note says: each step broadcasts mu and sums a_i X_i
+federated-natively: each step broadcasts mu and sums a_i X_i
 and a_i per tensor. The NumPy twin is ``tff_noisy.ops.geometric_median.weiszfeld_per_tensor``.
 Measurements: ``excluded_clients``, ``included_clients``, and per tensor (in
 ``tf.nest.flatten`` order) ``iterations`` and ``objective`` (mean distance to the result).

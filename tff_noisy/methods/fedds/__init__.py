@@ -1,5 +1,5 @@
 """FedDS (Dong et al. 2026): Dawid-Skene client reliabilities, fitted on the clients'
-labels of an unlabelled public split, as aggregation weights (specs/fedds.md)."""
+labels of an unlabelled public split, as aggregation weights (docs/papers/fedds.md)."""
 
 import dataclasses
 

@@ -1,9 +1,10 @@
 """FedDS (Dong et al. 2026): Dawid-Skene client reliabilities as aggregation weights.
 
-A round is split in federated computations, the spec's TFF mapping (specs/fedds.md §3):
-the process's client training (``train``, or the configured client runtime) returns each
-client's update to the server; ``client_predictions`` labels the unlabelled public split with each local
-model (hard argmax, Eq. 4); Dawid-Skene is fitted over the clients as annotators and the
+A round is split in federated computations, so that the server sees each client's model
+(docs/papers/fedds.md, ambiguity 7): the process's client training (``train``, or the
+configured client runtime) returns each client's update to the server;
+``client_predictions`` labels the unlabelled public split with each local model (hard
+argmax, Eq. 4); Dawid-Skene is fitted over the clients as annotators and the
 process's ``aggregate`` applies the configured aggregator (``fl.aggregator``, the
 weighted mean by default) with weights w_j = r_j / sum r (Eq. 8, r_j the mean diagonal
 of client j's confusion matrix), then the finalizer. Local training is

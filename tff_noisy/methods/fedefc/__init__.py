@@ -1,4 +1,4 @@
-"""FedEFC (specs/fedefc.md): prestopping on the clients' accuracy on their own labels,
+"""FedEFC (docs/papers/fedefc.md): prestopping on the clients' accuracy on their own labels,
 then forward correction with each client's own transition matrix; plain forward
 correction (Patrini et al. 2017) after the same switch as its baseline."""
 
@@ -11,7 +11,7 @@ from tff_noisy.params import described, Params, require
 
 @dataclasses.dataclass(frozen=True)
 class PrestopParams(Params):
-  """FedEFC's prestopping monitor (specs/fedefc.md §2): when training switches phase."""
+  """FedEFC's prestopping monitor (the paper's §3.1): when training switches phase."""
   t_mon: int = described(10, 'Only rounds after t_mon are monitored.')
   gamma: int = described(3, 'gamma_thr: non-improving monitored rounds that fire the switch.')
   signal: str = described('global', "'global': received model's accuracy on own labels (Eq. 2); "

@@ -1,7 +1,7 @@
 """FedEFC (Yu, Ahn, Kang 2025): prestopping, then enhanced forward correction.
 
 Stage 1 is FedAvg with cross-entropy. After each round the server's prestopping monitor
-(``ops.prestop``, specs/fedefc.md §2) reads the unweighted client mean of the accuracy on
+(``ops.prestop``, the paper's §3.1) reads the unweighted client mean of the accuracy on
 the clients' own noisy labels: the received global model's before local training
 (``signal: global``, the paper's Eq. 2, measured in the objective's prologue) or the
 running training accuracy (``training``, [code]; ``train_client_mean_accuracy``). Once

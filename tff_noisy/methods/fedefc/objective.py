@@ -1,7 +1,7 @@
 """Forward correction on the client: FedEFC's and plain forward correction's client side.
 
 Two phases, set by the server through the ``corrected`` hparam (the prestopping switch,
-``algorithm.py``; specs/fedefc.md §2-3):
+``algorithm.py``; the paper's §3.1-3.2):
 
 - stage 1 (``corrected`` 0): cross-entropy, as FedAvg;
 - stage 2 (1): the prologue runs the just-received global model in inference mode over

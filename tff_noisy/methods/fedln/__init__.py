@@ -1,5 +1,5 @@
 """FedLN (Tsouvalas et al. 2023): NNC kNN label correction on a frozen encoder's
-embeddings and NA-FedAvg's noise-aware weighting (specs/fedln.md)."""
+embeddings and NA-FedAvg's noise-aware weighting (docs/papers/fedln.md)."""
 
 import dataclasses
 
@@ -21,7 +21,7 @@ class NNCParams(EncoderParams):
 
 @dataclasses.dataclass(frozen=True)
 class NoiseAwareParams(Params):
-  """NA-FedAvg's noise estimation (specs/fedln.md Eq. 2)."""
+  """NA-FedAvg's noise estimation (the paper's Eq. 2)."""
   activation_round: int = described(25, 'R_c: every client takes part and is scored.')
   nu: float = described(75.0, 'Percentile of the pooled global-model scores used as threshold.')
   temperature: float = described(1.0, 'Energy-score temperature T.')

@@ -2,7 +2,7 @@
 
 NNC (once, on each client, before training): embed the client's inputs with a frozen
 encoder and replace each label by the kNN majority vote of its neighbours' labels
-(``ops.knn.knn_vote``, specs/fedln.md Eq. 1). NA-FedAvg: at the activation round R_c
+(``ops.knn.knn_vote``, the paper's Eq. 1). NA-FedAvg: at the activation round R_c
 every client scores its samples with the received global model and with its trained
 local model (energy score); the server thresholds at the nu-th percentile of the pooled
 global-model scores and a client's noise estimate n_hat is the fraction of its local

@@ -1,5 +1,5 @@
 """LSC: a local K-similarity contrastive regulariser on a frozen encoder's in-batch
-neighbours (specs/lsc.md)."""
+neighbours (docs/papers/lsc.md)."""
 
 import dataclasses
 
@@ -11,7 +11,7 @@ from tff_noisy.params import described, require
 
 @dataclasses.dataclass(frozen=True)
 class LSCParams(EncoderParams):
-  """LSC (specs/lsc.md §2, §4); ``encoder: random`` is a frozen, randomly initialised
+  """LSC (§3.2 and §4.1 of the paper); ``encoder: random`` is a frozen, randomly initialised
   copy of the ``embed pretrain`` backbone: the paper's Table 4 control."""
   k: int = described(4, 'In-batch neighbours K from the encoder (clipped to batch size - 1).')
   temperature: float = described(0.3, 'T of the cosine similarities.')

@@ -1,10 +1,12 @@
-"""LSC: a local K-similarity contrastive regulariser on a frozen encoder (specs/lsc.md).
+"""LSC: a local K-similarity contrastive regulariser on a frozen encoder.
+
+docs/papers/lsc.md has the paper's equations and how its ambiguities were resolved.
 
 Every client trains on CE + λ L_CL (``objective.py``), whose in-batch
 neighbours come from a frozen encoder's embeddings; the server runs the configured
 aggregator as for FedAvg. The encoder runs once per dataset and encoder, before round 1
-(``prepare``), on every training example un-augmented (spec §7.5's choice): its
-L2-normalised embeddings are cached on disk (``hub.embed_cached``), kept as derived
+(``prepare``), on every training example un-augmented (docs/papers/lsc.md, ambiguity
+5): its L2-normalised embeddings are cached on disk (``hub.embed_cached``), kept as derived
 client data (recomputed on resume, never checkpointed) and travel in each client's
 dataset as the per-example field ``embedding``. The encoder never enters the TFF
 computation or the communicated model, and its architecture is independent of the

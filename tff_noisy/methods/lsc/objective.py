@@ -1,6 +1,6 @@
 """LSC's client objective: cross-entropy plus the local K-similarity contrastive term.
 
-Per example j of a batch (specs/lsc.md §2): CE(ŷ_j, h(z^c_j)) + λ L_CL,j, where z^c are
+Per example j of a batch (LSC §3.2, Eq. 3): CE(ŷ_j, h(z^c_j)) + λ L_CL,j, where z^c are
 the model's penultimate features (the input of its ``logits`` layer, un-normalised for
 the head) and L_CL (``ops.contrastive_tf``) takes its neighbours from the frozen
 encoder embeddings the client's dataset carries per example in the field

@@ -1,4 +1,4 @@
-"""MaskedOptim (specs/maskedoptim.md): GMM detection of noisy clients after a warm-up,
+"""MaskedOptim (docs/papers/maskedoptim.md): GMM detection of noisy clients after a warm-up,
 then masked end-to-end label correction on them."""
 
 import dataclasses
@@ -11,8 +11,8 @@ from tff_noisy.params import described, Params, require
 
 @dataclasses.dataclass(frozen=True)
 class MaskedOptimParams(Params):
-  """MaskedOptim (specs/maskedoptim.md §2, §4, §8). Rounds 1..warmup_rounds warm up on
-  logit-adjusted CE; before round warmup_rounds + 1 every client is probed and the GMM
+  """MaskedOptim (the paper's §4; docs/papers/maskedoptim.md). Rounds 1..warmup_rounds
+  warm up on logit-adjusted CE; before round warmup_rounds + 1 every client is probed and the GMM
   vote flags the noisy ones for the rest of training. Configs set
   ``fl.aggregator: geometric_median_per_tensor`` (the paper's aggregation)."""
   warmup_rounds: int = described(30, 'T_w: detection runs before round T_w + 1 (paper, code 30; '
@@ -27,8 +27,9 @@ class MaskedOptimParams(Params):
                                  'K.')
   zeta: float = described(0.8, "Pre-merge ζ (Eq. 16): a noisy client's update is scaled by ζ.")
   mask: bool = described(True, "False: the no-mask ablation (every sample's m = 1).")
-  loss_variant: str = described('paper', "'paper' (§2.3), 'code' (§8.1: the released code now) or "
-                                "'code_v1' (its first commit: LogitClip, argmax mask).")
+  loss_variant: str = described('paper', "'paper' (Eqs. 9-14), 'code' (the released code at "
+                                "a8e8e55) or 'code_v1' (its first commit: LogitClip, argmax "
+                                'mask).')
   logit_clip: float = described(1.0, 'τ_c of LogitClip (code_v1 only).')
   gmm_fits: int = described(9, 'GMM fits (random_state 0..gmm_fits-1) in the detection vote.')
 

@@ -1,5 +1,5 @@
 """MaskedOptim (Jiang et al. 2025): noisy-client detection, masked end-to-end label
-correction, geometric-median aggregation (specs/maskedoptim.md).
+correction, geometric-median aggregation (docs/papers/maskedoptim.md).
 
 - Rounds 1..T_w (warm-up): every sampled client trains on cross-entropy of its logits
   adjusted by its observed-label class prior (``objective.py``).

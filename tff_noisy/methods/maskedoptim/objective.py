@@ -1,4 +1,4 @@
-"""MaskedOptim's client side (Jiang et al. 2025; specs/maskedoptim.md §2.1, §2.3).
+"""MaskedOptim's client side (Jiang et al. 2025, §4.1-4.2).
 
 A client's state (checkpointed by the driver's store) is its detection flag ``noisy``
 (0 until the server's detection, then fixed) and its per-sample label logits
@@ -16,7 +16,8 @@ client is noisy. The objective, per client:
   probabilities, ỹ ← K (P + softmax(ỹ)) / 2, and pre-merges the model with the received
   one (Eq. 16), which scales the client's update by ζ.
 
-The ``code`` variant changes only the noisy clients' loss (spec §8.1); the released code
+The ``code`` variant changes only the noisy clients' loss
+(docs/papers/maskedoptim.md, ambiguity 1); the released code
 also passes the warm-up and clean clients' logits through LogitClip, which is not done
 here. The client mean of ``noisy_client`` (the share of the round's clients that trained
 as noisy) is reported under ``objective``.
