@@ -29,6 +29,7 @@ later rounds survives a restart.
 """
 
 import collections
+import functools
 from typing import Any, Callable, Mapping, NamedTuple, Optional
 
 import numpy as np
@@ -75,15 +76,18 @@ class FederatedProcess:
   returns, computed elsewhere (in-process TensorFlow, the TFLite interpreter).
   """
 
-  def __init__(self, initialize, train, aggregate, next_fn, objective: ClientObjective,
-               takes_faults: bool = False, clients=None, finalize_in_process=None,
-               aggregate_in_process=None, controller: Optional[Mapping] = None):
+  def __init__(self, initialize, build_train, build_aggregate, build_next,
+               objective: ClientObjective, takes_faults: bool = False, clients=None,
+               finalize_in_process=None, aggregate_in_process=None,
+               controller: Optional[Mapping] = None):
+    """``build_train``, ``build_aggregate``, ``build_next``: each builds its computation
+    once, when first used (``train``, ``aggregate``, ``next``)."""
     self.initialize_computation = initialize  # TFF's: the state but the controller.
     self.controller = collections.OrderedDict(
         (name, np.asarray(value)) for name, value in (controller or {}).items())
-    self.train = train
-    self.aggregate = aggregate
-    self._next = next_fn
+    self._build_train = build_train
+    self._build_aggregate = build_aggregate
+    self._build_next = build_next
     self.objective = objective
     self.takes_faults = takes_faults
     self.clients = clients
@@ -92,6 +96,24 @@ class FederatedProcess:
     # finalizer's server step (``finalizer.build_apply_update``).
     self.aggregate_in_process = aggregate_in_process if clients is not None else None
     self.finalize_in_process = finalize_in_process
+
+  @property
+  def train(self):
+    """TFF's client work as one computation: ``(weights@SERVER, hparams@SERVER,
+    data@CLIENTS, states@CLIENTS[, faults@CLIENTS]) -> <ClientResult@CLIENTS, metrics,
+    states@CLIENTS>``."""
+    return self._build_train()
+
+  @property
+  def aggregate(self):
+    """``(aggregator state, finalizer state, weights@SERVER, updates@CLIENTS, update
+    weights@CLIENTS) -> <aggregator state, finalizer state, weights, measurements>``."""
+    return self._build_aggregate()
+
+  @property
+  def _next(self):
+    """``train`` then ``aggregate`` as one computation on the ``LearningAlgorithmState``."""
+    return self._build_next()
 
   def initialize(self) -> ServerState:
     """The server state before round 1 (TFF's ``initialize``, then the controller's
@@ -244,13 +266,6 @@ def build_process(model_fn: Callable[[], tf.keras.Model], element_spec, client_o
   server_optimizer = server_optimizer or tff.learning.optimizers.build_sgdm(1.0)
   model_aggregator = model_aggregator or tff.aggregators.MeanFactory()
   weights_type = client_work_lib.weights_type_of(model_fn)
-  client_update = client_work_lib.build_client_update(
-      model_fn, element_spec, client_optimizer, objective, local_epochs=local_epochs,
-      weight_decay=weight_decay, faults=faults)
-  data_type, state_type, hparams_type, *fault_type = client_update.type_signature.parameter[1:]
-  at_clients = [tff.FederatedType(t, tff.CLIENTS) for t in (data_type, state_type, *fault_type)]
-  finalize_metrics = client_work_lib.build_finalize_client_metrics(
-      client_update.type_signature.result[1])
   aggregator = model_aggregator.create(weights_type, tff.TensorType(np.float32))
   finalizer = finalizer_lib.build_model_finalizer(weights_type, server_optimizer)
 
@@ -272,64 +287,94 @@ def build_process(model_fn: Callable[[], tf.keras.Model], element_spec, client_o
         aggregator=aggregator.initialize(),
         finalizer=finalizer.initialize()))
 
-  def train_clients(weights, hparams, client_data, client_states, client_faults):
-    results, metrics, new_states = tff.federated_map(client_update, (
-        tff.federated_broadcast(weights), client_data, client_states,
-        tff.federated_broadcast(hparams), *client_faults))
-    return results, tff.federated_map(finalize_metrics, tff.federated_sum(metrics)), new_states
+  # The computations below are built when first used: a client runtime in this process
+  # trains without TFF's client work, and aggregates in process where the aggregator can,
+  # so a run there never pays for tracing them.
+  @functools.cache
+  def build_train():
+    client_update = client_work_lib.build_client_update(
+        model_fn, element_spec, client_optimizer, objective, local_epochs=local_epochs,
+        weight_decay=weight_decay, faults=faults)
+    data_type, state_type, hparams_type, *fault_type = (
+        client_update.type_signature.parameter[1:])
+    at_clients = [tff.FederatedType(t, tff.CLIENTS) for t in (data_type, state_type,
+                                                               *fault_type)]
+    finalize_metrics = client_work_lib.build_finalize_client_metrics(
+        client_update.type_signature.result[1])
 
-  at_server = (tff.FederatedType(weights_type, tff.SERVER),
-               tff.FederatedType(hparams_type, tff.SERVER))
-  if faults:
-    @tff.federated_computation(*at_server, *at_clients)
-    def train(weights, hparams, client_data, client_states, client_faults):
-      return train_clients(weights, hparams, client_data, client_states, (client_faults,))
-  else:
-    @tff.federated_computation(*at_server, *at_clients)
-    def train(weights, hparams, client_data, client_states):
-      return train_clients(weights, hparams, client_data, client_states, ())
+    def train_clients(weights, hparams, client_data, client_states, client_faults):
+      results, metrics, new_states = tff.federated_map(client_update, (
+          tff.federated_broadcast(weights), client_data, client_states,
+          tff.federated_broadcast(hparams), *client_faults))
+      return (results, tff.federated_map(finalize_metrics, tff.federated_sum(metrics)),
+              new_states)
 
-  @tff.federated_computation(
-      aggregator.initialize.type_signature.result,
-      finalizer.initialize.type_signature.result,
-      tff.FederatedType(weights_type, tff.SERVER),
-      tff.FederatedType(weights_type, tff.CLIENTS),
-      tff.FederatedType(np.float32, tff.CLIENTS))
-  def aggregate(aggregator_state, finalizer_state, weights, updates, update_weights):
-    aggregated = aggregator.next(aggregator_state, updates, update_weights)
-    finalized = finalizer.next(finalizer_state, weights, aggregated.result)
-    return (aggregated.state, finalized.state, finalized.result,
-            tff.federated_zip(collections.OrderedDict(
-                aggregator=aggregated.measurements, finalizer=finalized.measurements)))
+    at_server = (tff.FederatedType(weights_type, tff.SERVER),
+                 tff.FederatedType(hparams_type, tff.SERVER))
+    if faults:
+      @tff.federated_computation(*at_server, *at_clients)
+      def train(weights, hparams, client_data, client_states, client_faults):
+        return train_clients(weights, hparams, client_data, client_states, (client_faults,))
+    else:
+      @tff.federated_computation(*at_server, *at_clients)
+      def train(weights, hparams, client_data, client_states):
+        return train_clients(weights, hparams, client_data, client_states, ())
+    client_work_lib.restore_eager_model_classes(model_fn)  # Also when built later.
+    return train, at_clients
 
-  def round_of(state, client_data, client_states, client_faults):
-    results, train_metrics, new_states = train(
-        state.global_model_weights, state.client_work, client_data, client_states,
-        *client_faults)
-    aggregator_state, finalizer_state, new_weights, measurements = aggregate(
-        state.aggregator, state.finalizer, state.global_model_weights, results.update,
-        results.update_weight)
-    new_state = tff.federated_zip(tff.learning.templates.LearningAlgorithmState(
-        global_model_weights=new_weights, distributor=state.distributor,
-        client_work=state.client_work, aggregator=aggregator_state,
-        finalizer=finalizer_state))
-    metrics = tff.federated_zip(collections.OrderedDict(
-        client_work=collections.OrderedDict(train=train_metrics),
-        aggregator=measurements.aggregator, finalizer=measurements.finalizer))
-    return new_state, metrics, new_states
+  @functools.cache
+  def build_aggregate():
+    @tff.federated_computation(
+        aggregator.initialize.type_signature.result,
+        finalizer.initialize.type_signature.result,
+        tff.FederatedType(weights_type, tff.SERVER),
+        tff.FederatedType(weights_type, tff.CLIENTS),
+        tff.FederatedType(np.float32, tff.CLIENTS))
+    def aggregate(aggregator_state, finalizer_state, weights, updates, update_weights):
+      aggregated = aggregator.next(aggregator_state, updates, update_weights)
+      finalized = finalizer.next(finalizer_state, weights, aggregated.result)
+      return (aggregated.state, finalized.state, finalized.result,
+              tff.federated_zip(collections.OrderedDict(
+                  aggregator=aggregated.measurements, finalizer=finalized.measurements)))
+    return aggregate
 
-  if faults:
-    @tff.federated_computation(initialize.type_signature.result, *at_clients)
-    def next_fn(state, client_data, client_states, client_faults):
-      return round_of(state, client_data, client_states, (client_faults,))
-  else:
-    @tff.federated_computation(initialize.type_signature.result, *at_clients)
-    def next_fn(state, client_data, client_states):
-      return round_of(state, client_data, client_states, ())
+  @functools.cache
+  def build_next():
+    train, at_clients = build_train()
+    aggregate = build_aggregate()
 
+    def round_of(state, client_data, client_states, client_faults):
+      results, train_metrics, new_states = train(
+          state.global_model_weights, state.client_work, client_data, client_states,
+          *client_faults)
+      aggregator_state, finalizer_state, new_weights, measurements = aggregate(
+          state.aggregator, state.finalizer, state.global_model_weights, results.update,
+          results.update_weight)
+      new_state = tff.federated_zip(tff.learning.templates.LearningAlgorithmState(
+          global_model_weights=new_weights, distributor=state.distributor,
+          client_work=state.client_work, aggregator=aggregator_state,
+          finalizer=finalizer_state))
+      metrics = tff.federated_zip(collections.OrderedDict(
+          client_work=collections.OrderedDict(train=train_metrics),
+          aggregator=measurements.aggregator, finalizer=measurements.finalizer))
+      return new_state, metrics, new_states
+
+    if faults:
+      @tff.federated_computation(initialize.type_signature.result, *at_clients)
+      def next_fn(state, client_data, client_states, client_faults):
+        return round_of(state, client_data, client_states, (client_faults,))
+    else:
+      @tff.federated_computation(initialize.type_signature.result, *at_clients)
+      def next_fn(state, client_data, client_states):
+        return round_of(state, client_data, client_states, ())
+    return next_fn
+
+  if client_runtime is None:  # TFF's client work trains every round: built now.
+    build_next()
   client_work_lib.restore_eager_model_classes(model_fn)
   clients = client_runtime(objective) if client_runtime else None
   in_process = getattr(model_aggregator, 'in_process', None)
-  return FederatedProcess(initialize, train, aggregate, next_fn, objective, faults, clients,
+  return FederatedProcess(initialize, lambda: build_train()[0], build_aggregate, build_next,
+                          objective, faults, clients,
                           finalizer_lib.build_apply_update(server_optimizer),
                           in_process() if in_process else None, controller)
