@@ -20,6 +20,7 @@ from tff_noisy.methods import fedavg
 from tff_noisy.methods import fedds
 from tff_noisy.methods import fedefc
 from tff_noisy.methods import fedln
+from tff_noisy.methods import fednoro
 from tff_noisy.methods import lsc
 from tff_noisy.methods import maskedoptim
 from tff_noisy.methods import robust_losses
@@ -36,6 +37,7 @@ METHODS = {
     **lsc.SPECS,
     **fedefc.SPECS,
     **maskedoptim.SPECS,
+    **fednoro.SPECS,
 }
 
 
