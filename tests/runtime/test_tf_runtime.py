@@ -29,7 +29,7 @@ tff = import_tff()
 
 # Each method's parameters and the server's phase (hparams) the round runs in: FedEFC's
 # clients after the switch to forward correction, MaskedOptim's flagged clients correcting,
-# FedNoRo's distilling.
+# FedNoRo's distilling, FedCorr's pre-processing (its clients trained group after group).
 METHODS = {
     'fedavg': ({}, {}), 'fedprox': ({'mu': 0.1}, {}),
     'fedln': ({'activation_round': 5}, {}), 'fedln_nafedavg': ({'activation_round': 5}, {}),
@@ -37,6 +37,7 @@ METHODS = {
     'fedefc': ({}, {'corrected': 1}), 'forward_correction': ({}, {'corrected': 1}),
     'maskedoptim': ({'warmup_rounds': 1}, {}), 'lsc': ({}, {}),
     'fednoro': ({'warmup_rounds': 1}, {'kd_weight': 0.5}),
+    'fedcorr': ({'t1': 1}, {'preprocessing': 1, 'beta': 5.0}),
 }
 
 STACKED = ('fedavg', 'fedprox', 'fedln', 'fedln_nafedavg', 'fedds')

@@ -17,6 +17,7 @@ import importlib
 from tff_noisy.errors import ConfigError
 from tff_noisy.methods import confident_learning
 from tff_noisy.methods import fedavg
+from tff_noisy.methods import fedcorr
 from tff_noisy.methods import fedds
 from tff_noisy.methods import fedefc
 from tff_noisy.methods import fedln
@@ -38,6 +39,7 @@ METHODS = {
     **fedefc.SPECS,
     **maskedoptim.SPECS,
     **fednoro.SPECS,
+    **fedcorr.SPECS,
 }
 
 
