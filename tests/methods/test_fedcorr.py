@@ -118,6 +118,7 @@ def test_bad_params_are_one_line_errors_naming_the_field(params, field):
   assert '\n' not in str(error.value)
 
 
+@pytest.mark.slow  # Builds a TFF process: 55 s measured on the shared 2-core machine.
 def test_a_preprocessing_client_trains_with_the_adaptive_proximal_term_and_returns_outputs():
   x, y = helpers.random_client(0, 8)
   objective = fedcorr_objective.FedCorrObjective(3)

@@ -137,6 +137,7 @@ def _sgd_step(weights, x, loss_fn):
   return [w - _LR * g.numpy() for w, g in zip(weights, grads)]
 
 
+@pytest.mark.slow  # Builds a TFF process: 55 s measured on the shared 2-core machine.
 def test_a_noisy_client_distils_from_the_received_model_and_a_clean_one_does_not():
   x, y = helpers.random_client(0, 8)
   y[:3] = [0, 0, 1]
