@@ -28,13 +28,16 @@ from tff_noisy.tff_runtime import import_tff
 tff = import_tff()
 
 # Each method's parameters and the server's phase (hparams) the round runs in: FedEFC's
-# clients after the switch to forward correction, MaskedOptim's flagged clients correcting.
+# clients after the switch to forward correction, MaskedOptim's flagged clients correcting,
+# FedNoRo's distilling, FedCorr's pre-processing (its clients trained group after group).
 METHODS = {
     'fedavg': ({}, {}), 'fedprox': ({'mu': 0.1}, {}),
     'fedln': ({'activation_round': 5}, {}), 'fedln_nafedavg': ({'activation_round': 5}, {}),
     'fedds': ({}, {}),
     'fedefc': ({}, {'corrected': 1}), 'forward_correction': ({}, {'corrected': 1}),
     'maskedoptim': ({'warmup_rounds': 1}, {}), 'lsc': ({}, {}),
+    'fednoro': ({'warmup_rounds': 1}, {'kd_weight': 0.5}),
+    'fedcorr': ({'t1': 1}, {'preprocessing': 1, 'beta': 5.0}),
 }
 
 STACKED = ('fedavg', 'fedprox', 'fedln', 'fedln_nafedavg', 'fedds')
@@ -71,7 +74,7 @@ def one_round(cache, runtime, method, aggregator='mean', stacks=(True,)):
   clients, _ = driver.client_datasets(built, data, store, ids, [11, 12, 13],
                                       config.fl.batch_size)
   states = [store.objective_state(cid, process.objective, data.y[cid]) for cid in clients]
-  if method == 'maskedoptim':
+  if method in ('maskedoptim', 'fednoro'):  # Both flag a client by its state's 'noisy'.
     states[0][masked_optim.NOISY] = np.int32(1)
   outputs = []
   for stack in stacks:

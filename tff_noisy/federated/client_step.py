@@ -36,7 +36,8 @@ def train_step(model: tf.keras.Model, forward: Callable, objective: ClientObject
 
   The loss is the objective's mean per-example loss plus the model's regularisation
   losses; its gradient gets FedProx's proximal term and coupled weight decay
-  (``regularized_gradients``) before ``optimizer.next`` (a ``tff.learning.optimizers``
+  (``regularized_gradients``) and the objective's ``weight_gradients`` before
+  ``optimizer.next`` (a ``tff.learning.optimizers``
   optimiser, functional on ``opt_state``). ``forward(x) -> (features or None, logits)``
   is the model in training mode. ``rows``: the batch's rows of the objective's trainable
   per-example state, whose gradient is returned (else None).
@@ -59,6 +60,9 @@ def train_step(model: tf.keras.Model, forward: Callable, objective: ClientObject
     grads, row_grads = tape.gradient(loss, trainable), None
   grads = regularized_gradients(grads, trainable, initial_trainable,
                                 objective.proximal_strength, weight_decay)
+  extra = objective.weight_gradients(trainable, initial_trainable, context, hparams)
+  if extra is not None:
+    grads = [g + e for g, e in zip(grads, extra)]
   opt_state, new_trainable = optimizer.next(opt_state, tuple(trainable), tuple(grads))
   for variable, value in zip(trainable, new_trainable):
     variable.assign(value)

@@ -17,9 +17,11 @@ import importlib
 from tff_noisy.errors import ConfigError
 from tff_noisy.methods import confident_learning
 from tff_noisy.methods import fedavg
+from tff_noisy.methods import fedcorr
 from tff_noisy.methods import fedds
 from tff_noisy.methods import fedefc
 from tff_noisy.methods import fedln
+from tff_noisy.methods import fednoro
 from tff_noisy.methods import lsc
 from tff_noisy.methods import maskedoptim
 from tff_noisy.methods import robust_losses
@@ -36,6 +38,8 @@ METHODS = {
     **lsc.SPECS,
     **fedefc.SPECS,
     **maskedoptim.SPECS,
+    **fednoro.SPECS,
+    **fedcorr.SPECS,
 }
 
 

@@ -2,9 +2,10 @@
 
 A method is a ``ClientObjective`` (its client side, ``objective``) and, where it needs
 them, hooks: client-side preparation once before training (NNC relabelling), the labels
-and per-example fields of a client's dataset (NA-FedAvg's ``aggregation_weight``), work
-before a round (NA-FedAvg's noise estimation), the round itself (FedDS's split round)
-and the server's step after it (a phase decided from the round's metrics). The defaults
+and per-example fields of a client's dataset (NA-FedAvg's ``aggregation_weight``), the
+clients a round samples from (FedCorr's clean clients), work before a round (NA-FedAvg's
+noise estimation), the round itself (FedDS's split round) and the server's steps after
+it (on the stored client states; a phase decided from the round's metrics). The defaults
 are FedAvg. The driver knows a method only through this interface and scores the
 ``diagnostics.Diagnostic`` records its hooks return; the aggregator, optimisers and
 schedule come from the config through ``Setup``.
@@ -113,6 +114,12 @@ class Method:
     del round_num
     return False
 
+  def eligible_clients(self, round_num: int, client_ids: list, store) -> list:
+    """The clients the round samples from (FedCorr's fine-tuning: its clean ones); the
+    driver samples ``min(fl.clients_per_round, len(eligible))`` of them. Default: all."""
+    del round_num, store
+    return client_ids
+
   def before_round(self, round_num: int, state, datasets_fn, store):
     """Work before the round: ``(state, diagnostics)``; ``datasets_fn()`` builds the data.
 
@@ -120,6 +127,14 @@ class Method:
     server decides here is checkpointed with the state.
     """
     del round_num, datasets_fn, store
+    return state, {}
+
+  def after_training(self, round_num: int, state, store):
+    """The server's step once the round's client states are in ``store``: ``(state,
+    diagnostics)``. It may change the store's learned values, which the next round's
+    sample (``eligible_clients``) and data (``labels``) read: FedCorr's noise levels and
+    corrected labels after a pre-processing iteration."""
+    del round_num, store
     return state, {}
 
   def after_round(self, round_num: int, state, metrics: dict):

@@ -16,6 +16,12 @@ def class_counts(labels, num_classes: int):
                           maxlength=num_classes, dtype=tf.float32)
 
 
+def dataset_class_counts(dataset, num_classes: int):
+  """n_c of a client's dataset [C] float32: a label-only pass over its batches."""
+  return dataset.map(lambda batch: batch['y']).reduce(
+      tf.zeros([num_classes]), lambda total, y: total + class_counts(y, num_classes))
+
+
 def prior_from_counts(counts, floor: float = PRIOR_FLOOR):
   """π_c = n_c / n, floored at ``floor`` [C] (n = 0: every class at the floor)."""
   return tf.maximum(counts / tf.maximum(tf.reduce_sum(counts), 1.0), floor)

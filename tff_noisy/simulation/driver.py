@@ -236,8 +236,10 @@ class Simulation:
       sampled = ids
     elif client_ids is not None:
       sampled = self._known_clients(client_ids)
-    else:
-      sampled = sample_clients(ids, self.clients_per_round, config.seed, round_num)
+    else:  # The config's uniform sample among the clients the method lets train.
+      eligible = method.eligible_clients(round_num, ids, store)
+      sampled = sample_clients(eligible, min(self.clients_per_round, len(eligible)),
+                               config.seed, round_num)
     seeds = np.random.default_rng([config.seed, round_num, 1]).integers(2**31, size=len(sampled))
     dropped = [] if everyone else faults_lib.dropped_clients(sampled, faults.dropout,
                                                              config.seed, round_num)
@@ -277,6 +279,8 @@ class Simulation:
       for cid, client_state in zip(datasets, client_states):
         store.set_objective_state(cid, client_state)
       record.update(metrics)
+      record.update(diagnostics_lib.score(diagnostics, self.truth))
+      self.state, diagnostics = method.after_training(round_num, self.state, store)
       record.update(diagnostics_lib.score(diagnostics, self.truth))
       record.update(diagnostics_lib.score(method.report(round_num, self.state, store),
                                           self.truth))

@@ -10,8 +10,10 @@ calls, in order (ARCHITECTURE §3):
    per-example loss. ``features`` are the model's penultimate features when
    ``uses_features`` is set (else None); ``rows`` are the batch's rows of the trainable
    per-example state (``trainable_state``), else None. The mean loss, the model's own
-   regularisation ``losses``, FedProx's proximal term and ``fl.weight_decay`` drive the
-   model's optimiser step; the rows take ``update_rows`` with their own gradient.
+   regularisation ``losses``, FedProx's proximal term, the objective's own
+   ``weight_gradients`` (a term on the weights alone: FedCorr's adaptive proximal term)
+   and ``fl.weight_decay`` drive the model's optimiser step; the rows take
+   ``update_rows`` with their own gradient.
 3. ``epilogue(predict, dataset, context, state, hparams) -> (new state, update scale)``
    after training: merge state (MaskedOptim's label logits with the local model's
    predictions) and scale the update (its pre-merge with the global model).
@@ -89,6 +91,13 @@ class ClientObjective:
     del features, context, hparams, rows
     return losses.cross_entropy(batch['y'], logits)
 
+  def weight_gradients(self, trainable, initial_trainable, context, hparams):
+    """Gradients [per trainable variable] of a term on the weights alone, added to the
+    loss's at every step (``trainable``: the current weights, ``initial_trainable``: the
+    received ones); None (the default): no such term."""
+    del trainable, initial_trainable, context, hparams
+    return None
+
   def client_metrics(self, context, hparams) -> dict:
     """``{name: float32 scalar}`` for every name in ``metric_names``, from the context."""
     del hparams
@@ -114,7 +123,8 @@ class ClientObjective:
       return ("its loss reads the model's penultimate features and per-example dataset "
               "fields (LSC's K-similarity embeddings)")
     own = lambda method: getattr(type(self), method) is not getattr(ClientObjective, method)  # pylint: disable=unnecessary-lambda-assignment
-    if own('epilogue') or (own('prologue') and not own('device_prologue')):
+    if own('epilogue') or own('weight_gradients') or (own('prologue')
+                                                       and not own('device_prologue')):
       return 'no on-device prologue/epilogue for it'
     return ''
 

@@ -31,28 +31,13 @@ noisy clients' current corrected labels, which the driver scores against the sim
 truth (``detection_truth``, ``label_estimate_accuracy``).
 """
 
-import collections
-
 import numpy as np
-import tensorflow as tf
 
-from tff_noisy.federated import probe
 from tff_noisy.methods import base
+from tff_noisy.methods import client_detection
 from tff_noisy.methods.maskedoptim import objective as masked_optim
 from tff_noisy.methods.maskedoptim.diagnostics import LabelEstimates, NoisyClients
-from tff_noisy.ops import detection
-from tff_noisy.ops import detection_tf
 from tff_noisy.ops import label_distribution
-
-
-def class_loss_statistic(num_classes: int):
-  """Probe statistic: the client's per-class mean CE under the global model [C]."""
-
-  def statistic(model, dataset):
-    return detection_tf.class_mean_losses(lambda x: model(x, training=False), dataset,
-                                          num_classes)
-
-  return statistic
 
 
 class MaskedOptim(base.Method):
@@ -67,9 +52,7 @@ class MaskedOptim(base.Method):
 
   def __init__(self, process, params, setup):
     super().__init__(process, params, setup)
-    self.detection_probe = probe.build_probe(setup.model_fn, setup.element_spec,
-                                             class_loss_statistic(setup.num_classes),
-                                             in_process=setup.probes_in_process)
+    self.detection = client_detection.ClassLossDetection(setup, params.gmm_fits)
     self._clients = {}  # client id -> (inputs, observed labels), set by prepare.
 
   @property
@@ -82,39 +65,17 @@ class MaskedOptim(base.Method):
                      for cid in data.client_ids}
     return {}
 
-  def _probe_dataset(self, x, y) -> tf.data.Dataset:
-    """The client's whole set in order, batched like training (no shuffling needed)."""
-    dataset = tf.data.Dataset.from_tensor_slices(collections.OrderedDict(
-        x=np.asarray(x, np.float32), y=np.asarray(y, np.int64),
-        index=np.arange(len(y), dtype=np.int64))).batch(self.setup.batch_size or len(y))
-    if dataset.element_spec != self.setup.element_spec:
-      raise ValueError(f'probe dataset {dataset.element_spec} differs from the training '
-                       f'data {self.setup.element_spec}')
-    return dataset
-
   def before_round(self, round_num, state, datasets_fn, store):
     if round_num != self.detection_round:
       return state, {}
-    probed = [cid for cid, (_, y) in self._clients.items() if len(y)]
-    num_classes = self.setup.num_classes
-    class_losses = np.full((len(probed), num_classes), np.nan)  # Fewer than 2: skipped.
-    if len(probed) >= 2:
-      class_losses = np.stack([np.asarray(v, np.float64) for v in self.detection_probe(
-          self.process.get_model_weights(state),
-          [self._probe_dataset(*self._clients[cid]) for cid in probed])])
-    result = detection.vote(class_losses, self.params.gmm_fits)
-    flags = dict(zip(probed, (bool(f) for f in result.noisy)))
+    flags, record = self.detection.detect(self.process.get_model_weights(state),
+                                          self._clients)
     objective = self.process.objective
     for cid, (_, y) in self._clients.items():
       client = objective.initial_state(y)
       client[masked_optim.NOISY] = np.int32(flags.get(cid, False))
       store.set_objective_state(cid, client)
-    return state, {'detection': {
-        'after_round': self.params.warmup_rounds, 'status': result.status,
-        'probed_clients': len(probed), 'flagged': [c for c in probed if flags[c]],
-        'agreeing_fits': result.agreeing_fits, 'fits': result.fits,
-        'class_losses': {cid: [None if np.isnan(v) else float(v) for v in row]
-                         for cid, row in zip(probed, class_losses)}}}
+    return state, {'detection': {'after_round': self.params.warmup_rounds, **record}}
 
   def report(self, round_num, state, store) -> dict:
     if round_num < self.detection_round:

@@ -70,10 +70,7 @@ class MaskedOptimObjective(ClientObjective):
 
   def prologue(self, predict, dataset, state, hparams):
     del predict, hparams
-    num_classes = self.num_classes
-    counts = dataset.map(lambda batch: batch['y']).reduce(
-        tf.zeros([num_classes]),
-        lambda total, y: total + label_distribution_tf.class_counts(y, num_classes))
+    counts = label_distribution_tf.dataset_class_counts(dataset, self.num_classes)
     noisy = tf.equal(state[NOISY], 1)
     return {'log_prior': tf.math.log(label_distribution_tf.prior_from_counts(counts)),
             'noisy': noisy, 'noisy_client': tf.cast(noisy, tf.float32)}

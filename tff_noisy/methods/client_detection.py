@@ -1,0 +1,69 @@
+"""Noisy-client detection by per-class losses and a GMM vote, shared by MaskedOptim and
+FedNoRo (which introduced it: Wu et al. 2023, stage 1).
+
+With the global model after warm-up, a probe runs on *every* client with data (not only
+a round's sample) and returns its per-class mean cross-entropy in inference mode (NaN for
+a class it lacks); the server fills, scales and votes over two-component GMM fits
+(``ops.detection``). Fewer than 2 clients, or a vote with one side empty, flag nobody
+(the record's ``status`` says why).
+"""
+
+import collections
+
+import numpy as np
+import tensorflow as tf
+
+from tff_noisy.federated import probe
+from tff_noisy.ops import detection
+from tff_noisy.ops import detection_tf
+
+
+def class_loss_statistic(num_classes: int):
+  """Probe statistic: the client's per-class mean CE under the global model [C]."""
+
+  def statistic(model, dataset):
+    return detection_tf.class_mean_losses(lambda x: model(x, training=False), dataset,
+                                          num_classes)
+
+  return statistic
+
+
+def ordered_dataset(x, y, batch_size, element_spec) -> tf.data.Dataset:
+  """A client's whole set in order, batched like training (``batch_size`` None: one
+  batch), for a probe; ``element_spec`` is the training data's, which it must match."""
+  dataset = tf.data.Dataset.from_tensor_slices(collections.OrderedDict(
+      x=np.asarray(x, np.float32), y=np.asarray(y, np.int64),
+      index=np.arange(len(y), dtype=np.int64))).batch(batch_size or len(y))
+  if dataset.element_spec != element_spec:
+    raise ValueError(f'probe dataset {dataset.element_spec} differs from the training '
+                     f'data {element_spec}')
+  return dataset
+
+
+class ClassLossDetection:
+  """``detect(weights, clients)``: which clients are noisy, from the global ``weights``."""
+
+  def __init__(self, setup, fits: int):
+    self.setup = setup
+    self.fits = fits
+    self.probe = probe.build_probe(setup.model_fn, setup.element_spec,
+                                   class_loss_statistic(setup.num_classes),
+                                   in_process=setup.probes_in_process)
+
+  def detect(self, weights, clients: dict) -> tuple:
+    """``({client id: flagged}, record)`` for ``clients`` ``{id: (x, observed y)}``; only
+    clients with data are probed (and flagged)."""
+    probed = [cid for cid, (_, y) in clients.items() if len(y)]
+    class_losses = np.full((len(probed), self.setup.num_classes), np.nan)
+    if len(probed) >= 2:  # Fewer: ``vote`` flags nobody and says so.
+      class_losses = np.stack([np.asarray(v, np.float64) for v in self.probe(
+          weights, [ordered_dataset(*clients[cid], self.setup.batch_size,
+                                    self.setup.element_spec) for cid in probed])])
+    result = detection.vote(class_losses, self.fits)
+    flags = dict(zip(probed, (bool(f) for f in result.noisy)))
+    return flags, {
+        'status': result.status, 'probed_clients': len(probed),
+        'flagged': [c for c in probed if flags[c]],
+        'agreeing_fits': result.agreeing_fits, 'fits': result.fits,
+        'class_losses': {cid: [None if np.isnan(v) else float(v) for v in row]
+                         for cid, row in zip(probed, class_losses)}}

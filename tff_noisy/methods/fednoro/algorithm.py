@@ -1,0 +1,105 @@
+"""FedNoRo (Wu et al., IJCAI 2023): two stages (released code wnn2000/FedNoRo).
+
+- Stage 1, rounds 1..T_w (warm-up): every sampled client trains on logit-adjusted
+  cross-entropy with its observed-label prior (``objective.py``); FedAvg aggregation.
+- Detection, before round T_w + 1 (the end of stage 1), with the global model after T_w rounds: the
+  per-class-loss GMM vote on every client with data (``methods.client_detection``, the
+  code's nine fits). Each client's flag goes into its objective state in the driver's
+  store, so it is fixed from then on and checkpointed: a resumed run does not detect
+  again.
+- Stage 2, rounds T_w + 1..T: clean clients keep the warm-up loss, noisy clients distil
+  from the received global model with weight λ(r) (``ops.fednoro``), an hparam
+  set before each round; the server aggregates with DaAgg's weights instead of
+  the examples, as the aggregator's weights (``fl.aggregator``, the weighted mean in the
+  paper).
+
+The code trains every client every round; here a round's clients are the config's
+sample, and DaAgg compares a noisy client with the clean clients *of its round* (a
+round without a clean or a noisy client weighs by examples and says so in
+``daagg.status``).
+
+Reports: ``detection`` (once: the vote, every client's class-loss vector) with
+``noisy_clients`` and ``detection_truth`` (precision and recall of the flags against the
+truly noisy clients); from round T_w + 1 each round's ``kd_weight`` and ``daagg``
+(status, normalised distances D_k) with ``daagg_weights`` and the weight on truly noisy
+clients (``diagnostics.DaAggWeights``).
+"""
+
+import numpy as np
+import tensorflow as tf
+
+from tff_noisy.methods import base
+from tff_noisy.methods import client_detection
+from tff_noisy.methods.fednoro import objective as fednoro_objective
+from tff_noisy.methods.fednoro.diagnostics import DaAggWeights
+from tff_noisy.methods.maskedoptim.diagnostics import NoisyClients
+from tff_noisy.ops import fednoro
+
+
+class FedNoRo(base.Method):
+  """Logit-adjusted warm-up, one GMM detection, distillation and DaAgg after it."""
+
+  @classmethod
+  def objective(cls, params, setup):
+    return fednoro_objective.FedNoRoObjective(setup.num_classes, params.temperature)
+
+  def __init__(self, process, params, setup):
+    super().__init__(process, params, setup)
+    self.detection = client_detection.ClassLossDetection(setup, params.gmm_fits)
+    self._clients = {}  # client id -> (inputs, observed labels), set by prepare.
+    self._stage2 = False  # Whether the round before_round prepared is in stage 2.
+
+  @property
+  def detection_round(self) -> int:
+    """The first round of stage 2: T_w + 1."""
+    return self.params.warmup_rounds + 1
+
+  def prepare(self, data, store) -> dict:
+    self._clients = {cid: (data.x[cid], self.labels(cid, data, store))
+                     for cid in data.client_ids}
+    return {}
+
+  def before_round(self, round_num, state, datasets_fn, store):
+    self._stage2 = round_num >= self.detection_round
+    if not self._stage2:
+      return state, {}
+    diagnostics = {}
+    if round_num == self.detection_round:
+      flags, record = self.detection.detect(self.process.get_model_weights(state),
+                                            self._clients)
+      objective = self.process.objective
+      for cid, (_, y) in self._clients.items():
+        client = objective.initial_state(y)
+        client[fednoro_objective.NOISY] = np.int32(flags.get(cid, False))
+        store.set_objective_state(cid, client)
+      diagnostics.update(detection={'after_round': self.params.warmup_rounds, **record},
+                         noisy_clients=NoisyClients(flags))
+    params = self.params
+    weight = fednoro.kd_weight(round_num, params.kd_weight, params.rampup_start,
+                               params.rampup_end)
+    state = self.process.set_hparams(state, {fednoro_objective.KD_WEIGHT: weight})
+    diagnostics['kd_weight'] = weight
+    return state, diagnostics
+
+  def run_round(self, state, datasets, client_states, faults=None):
+    """Stage 1: the process's round; stage 2: DaAgg's weights before the aggregator."""
+    if not self._stage2:
+      return super().run_round(state, datasets, client_states, faults)
+    client_ids = list(datasets)
+    noisy = [bool(s[fednoro_objective.NOISY]) for s in client_states]
+
+    def weigh(results, global_weights):
+      del global_weights
+      sizes = [float(r.update_weight) for r in results]
+      daagg = fednoro.daagg_weights(
+          sizes, noisy, [[np.asarray(u) for u in tf.nest.flatten(r.update)] for r in results])
+      weights = dict(zip(client_ids, (float(w) for w in daagg.weights)))
+      return daagg.weights, {
+          'daagg': {'status': daagg.status,
+                    'distances': dict(zip(client_ids, (float(d) for d in daagg.distances)))},
+          'daagg_weights': DaAggWeights(weights, dict(zip(client_ids, sizes)))}
+
+    output = self.process.next(state, list(datasets.values()), client_states, faults,
+                               aggregation_weights=weigh)
+    return (output.state, base.round_metrics(output.metrics), output.client_states,
+            dict(output.diagnostics))
