@@ -50,15 +50,21 @@ def test_results_files_and_schema(tmp_path, tmp_cache):
 
 
 def test_evaluate_reports_each_class_accuracy():
-  class Fixed:  # predict() returns fixed logits: class 0 always right, class 1 half.
-    def predict(self, x, batch_size, verbose):
-      del batch_size, verbose
-      return np.eye(3)[x]
-
+  # Class 0 always right, class 1 half.
   y = np.array([0, 0, 1, 1])
-  scores = driver.evaluate(Fixed(), np.array([0, 0, 1, 0]), y)
+  scores = driver.scores(np.eye(3)[[0, 0, 1, 0]], y)
   assert scores['test_class_accuracy'] == [1.0, 0.5, None]  # No class 2 in the split.
   assert scores['test_accuracy'] == 0.75
+
+
+def test_logits_are_the_model_s_inference_call_in_batches():
+  model = tf.keras.Sequential([tf.keras.layers.Dense(3, input_shape=(4,)),
+                               tf.keras.layers.Dropout(0.5)])
+  x = np.random.default_rng(0).normal(size=(2500, 4)).astype(np.float32)
+  logits = driver.logits_of(model, x)  # Three batches, the last partial; dropout off.
+  np.testing.assert_array_equal(logits, model.predict(x, batch_size=1024, verbose=0))
+  np.testing.assert_array_equal(driver.logits_of(model, x[:7]),  # Traced once: any batch.
+                                model.predict(x[:7], batch_size=1024, verbose=0))
 
 
 @pytest.mark.slow
