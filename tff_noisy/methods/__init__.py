@@ -20,6 +20,7 @@ from tff_noisy.methods import fedavg
 from tff_noisy.methods import fedds
 from tff_noisy.methods import fedefc
 from tff_noisy.methods import fedln
+from tff_noisy.methods import logitclip
 from tff_noisy.methods import lsc
 from tff_noisy.methods import maskedoptim
 from tff_noisy.methods import robust_losses
@@ -30,6 +31,7 @@ from tff_noisy.params import Params, did_you_mean
 METHODS = {
     **fedavg.SPECS,
     **robust_losses.SPECS,
+    **logitclip.SPECS,
     **confident_learning.SPECS,
     **fedln.SPECS,
     **fedds.SPECS,
