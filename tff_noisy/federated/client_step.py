@@ -37,7 +37,8 @@ def train_step(model: tf.keras.Model, forward: Callable, objective: ClientObject
   The loss is the objective's mean per-example loss plus the model's regularisation
   losses; its gradient gets FedProx's proximal term and coupled weight decay
   (``regularized_gradients``) before ``optimizer.next`` (a ``tff.learning.optimizers``
-  optimiser, functional on ``opt_state``). ``forward(x) -> (features or None, logits)``
+  optimiser, functional on ``opt_state``), whose new weights take the objective's
+  ``step_shift``. ``forward(x) -> (features or None, logits)``
   is the model in training mode. ``rows``: the batch's rows of the objective's trainable
   per-example state, whose gradient is returned (else None).
 
@@ -60,6 +61,9 @@ def train_step(model: tf.keras.Model, forward: Callable, objective: ClientObject
   grads = regularized_gradients(grads, trainable, initial_trainable,
                                 objective.proximal_strength, weight_decay)
   opt_state, new_trainable = optimizer.next(opt_state, tuple(trainable), tuple(grads))
+  shift = objective.step_shift(context, hparams)
+  if shift is not None:
+    new_trainable = [w + s for w, s in zip(new_trainable, shift)]
   for variable, value in zip(trainable, new_trainable):
     variable.assign(value)
   return opt_state, loss, per_example, logits, row_grads

@@ -17,7 +17,9 @@ keeps its old state and is counted in ``non_finite_clients``; the finalizer also
 a non-finite aggregate. With simulated faults (``faults:``), each client also receives
 its fault (``ops.faults_tf.FAULT_SPEC``) and a Byzantine client's update is corrupted
 (``ops.faults_tf.corrupt``) after training and before that check, so a ``nan`` client is
-one more non-finite client.
+one more non-finite client. What an objective sends beside its update
+(``client_outputs``: SCAFFOLD's Δc_i) is summed over the clients whose update was finite
+into the round's training metrics under ``outputs``.
 """
 
 import collections
@@ -37,6 +39,7 @@ tff = import_tff()
 AGGREGATION_WEIGHT_KEY = 'aggregation_weight'
 INDEX_KEY = 'index'
 OBJECTIVE_METRICS_KEY = 'objective'  # The objective's own per-client metrics.
+OUTPUTS_KEY = 'outputs'  # What the objective sends the server beside the update, summed.
 
 
 def model_weights_of(model: tf.keras.Model):
@@ -115,7 +118,7 @@ def build_local_training(model: tf.keras.Model, optimizer, objective: ClientObje
     table = state[rows_name] if rows_name else tf.zeros([0])
 
     def step(loop_state, batch):
-      opt_state, table, loss_sum, correct, num_examples, weight_sum = loop_state
+      opt_state, table, loss_sum, correct, num_examples, weight_sum, steps = loop_state
       rows = tf.gather(table, batch[INDEX_KEY]) if rows_name else None
       opt_state, _, per_example, logits, row_grads = client_step.train_step(
           model, forward, objective, optimizer, opt_state, batch, context, hparams,
@@ -133,13 +136,17 @@ def build_local_training(model: tf.keras.Model, optimizer, objective: ClientObje
       correct += tf.reduce_sum(tf.cast(
           tf.equal(predicted, tf.cast(batch['y'], tf.int64)), tf.float32))
       return (opt_state, table, loss_sum + tf.reduce_sum(per_example), correct,
-              num_examples + tf.cast(batch_size, tf.int64), weight_sum + batch_weight)
+              num_examples + tf.cast(batch_size, tf.int64), weight_sum + batch_weight,
+              steps + 1)
 
     initial_loop_state = (optimizer.initialize(trainable_specs), table, tf.constant(0.0),
-                          tf.constant(0.0), tf.constant(0, tf.int64), tf.constant(0.0))
-    _, table, loss_sum, correct, num_examples, weight_sum = dataset.repeat(
+                          tf.constant(0.0), tf.constant(0, tf.int64), tf.constant(0.0),
+                          tf.constant(0, tf.int64))
+    _, table, loss_sum, correct, num_examples, weight_sum, steps = dataset.repeat(
         local_epochs).reduce(initial_loop_state, step)
-    trained_state = dict(state, **{rows_name: table}) if rows_name else state
+    trained_state = objective.trained_state(
+        dict(state, **{rows_name: table}) if rows_name else state, context, initial_weights,
+        weights, steps, hparams)
     new_state, scale = objective.epilogue(predict, dataset, context, trained_state, hparams)
     update = tf.nest.map_structure(lambda w, t: (w - t) * scale, initial_weights, weights)
     if fault is not None:
@@ -163,6 +170,11 @@ def build_local_training(model: tf.keras.Model, optimizer, objective: ClientObje
       metrics[OBJECTIVE_METRICS_KEY] = collections.OrderedDict(
           (name, tf.where(non_finite, 0.0, tf.cast(reported[name], tf.float32)))
           for name in objective.metric_names)
+    outputs = objective.client_outputs(state, new_state, hparams)
+    if outputs:
+      metrics[OUTPUTS_KEY] = collections.OrderedDict(
+          (name, tf.where(non_finite, tf.zeros_like(value), value))
+          for name, value in sorted(outputs.items()))
     return tff.learning.templates.ClientResult(
         update=update, update_weight=update_weight), metrics, new_state
 
@@ -237,7 +249,8 @@ def finalize_client_metrics(sums) -> collections.OrderedDict:
 
   ``loss`` and ``accuracy`` are example-weighted means; ``client_mean_accuracy`` and
   each of the objective's metrics (``objective``) are unweighted means over the clients
-  whose update was finite (each client counts once).
+  whose update was finite (each client counts once); the objective's ``outputs`` stay
+  sums.
   """
   examples = tf.maximum(tf.cast(sums['num_examples'], tf.float32), 1.0)
   clients = tf.maximum(tf.cast(sums['finite_clients'], tf.float32), 1.0)
@@ -251,6 +264,8 @@ def finalize_client_metrics(sums) -> collections.OrderedDict:
   if OBJECTIVE_METRICS_KEY in sums:
     metrics[OBJECTIVE_METRICS_KEY] = collections.OrderedDict(
         (name, value / clients) for name, value in sums[OBJECTIVE_METRICS_KEY].items())
+  if OUTPUTS_KEY in sums:
+    metrics[OUTPUTS_KEY] = sums[OUTPUTS_KEY]
   return metrics
 
 

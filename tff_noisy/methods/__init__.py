@@ -24,6 +24,7 @@ from tff_noisy.methods import logitclip
 from tff_noisy.methods import lsc
 from tff_noisy.methods import maskedoptim
 from tff_noisy.methods import robust_losses
+from tff_noisy.methods import scaffold
 from tff_noisy.methods.common import MethodSpec
 from tff_noisy.params import Params, did_you_mean
 
@@ -35,6 +36,7 @@ METHODS = {
     **confident_learning.SPECS,
     **fedln.SPECS,
     **fedds.SPECS,
+    **scaffold.SPECS,
     **lsc.SPECS,
     **fedefc.SPECS,
     **maskedoptim.SPECS,

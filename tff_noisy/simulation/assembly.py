@@ -105,7 +105,8 @@ def build_setup(config: ExperimentConfig, data, choices: validation.Choices,
       aggregator=aggregators.build_factory(config.fl.aggregator, choices.aggregator_params),
       local_epochs=config.fl.local_epochs, weight_decay=config.fl.weight_decay,
       seed=config.seed, rounds=config.fl.rounds, num_classes=data.num_classes,
-      batch_size=config.fl.batch_size, faults=config.faults.active(), clients=clients,
+      batch_size=config.fl.batch_size, client_lr=config.fl.client_lr,
+      faults=config.faults.active(), clients=clients,
       probes_in_process=clients is not None)
 
 

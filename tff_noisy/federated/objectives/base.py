@@ -12,9 +12,18 @@ calls, in order (ARCHITECTURE §3):
    per-example state (``trainable_state``), else None. The mean loss, the model's own
    regularisation ``losses``, FedProx's proximal term and ``fl.weight_decay`` drive the
    model's optimiser step; the rows take ``update_rows`` with their own gradient.
-3. ``epilogue(predict, dataset, context, state, hparams) -> (new state, update scale)``
+   ``step_shift(context, hparams)`` (None by default) adds one tensor per trainable
+   variable to the weights after every optimiser step (SCAFFOLD's -lr (c - c_i)).
+3. ``trained_state(state, context, initial, trained, steps, hparams) -> state`` after the
+   local steps, from the received (``initial``) and trained weights and the number of
+   optimiser steps (SCAFFOLD's control variate c_i+).
+4. ``epilogue(predict, dataset, context, state, hparams) -> (new state, update scale)``
    after training: merge state (MaskedOptim's label logits with the local model's
    predictions) and scale the update (its pre-merge with the global model).
+5. ``client_outputs(old state, new state, hparams) -> {name: tensor}``: what the client
+   sends the server beside its update (SCAFFOLD's Δc_i); the process sums them over the
+   clients whose update was finite, into the round's training metrics under
+   ``outputs``, and the method's ``server_update`` reads the sums (never results.json).
 
 ``state_spec`` declares the per-client state the objective keeps across rounds
 (checkpointed; a ``None`` leading dimension is one row per example, indexed by the
@@ -100,10 +109,28 @@ class ClientObjective:
         f'{type(self).__name__} declares trainable_state={self.trainable_state!r} but no '
         'update_rows')
 
+  def step_shift(self, context, hparams):
+    """A tensor per trainable variable added to the weights after every optimiser step
+    (outside the optimiser: no momentum acts on it), or None."""
+    del context, hparams
+    return None
+
+  def trained_state(self, state, context, initial, trained, steps, hparams):
+    """The state after the local steps, from the received and trained
+    ``ModelWeights`` and the number of optimiser ``steps``; default: unchanged."""
+    del context, initial, trained, steps, hparams
+    return state
+
   def epilogue(self, predict, dataset, context, state, hparams):
     """``(new state, update scale)`` after local training; default: unchanged, 1."""
     del predict, dataset, context, hparams
     return state, tf.constant(1.0)
+
+  def client_outputs(self, old_state, new_state, hparams) -> dict:
+    """``{name: float32 tensor}`` the client sends beside its update (summed over the
+    clients at the server); default: none."""
+    del old_state, new_state, hparams
+    return {}
 
   def device_unsupported_reason(self) -> str:
     """Why this objective's clients cannot train on a device ('' when they can)."""
@@ -116,6 +143,8 @@ class ClientObjective:
     own = lambda method: getattr(type(self), method) is not getattr(ClientObjective, method)  # pylint: disable=unnecessary-lambda-assignment
     if own('epilogue') or (own('prologue') and not own('device_prologue')):
       return 'no on-device prologue/epilogue for it'
+    if own('step_shift') or own('trained_state') or own('client_outputs'):
+      return 'no on-device form of its step shift, trained state or client outputs'
     return ''
 
   def device_prologue(self, predict, x, y, hparams) -> dict:
