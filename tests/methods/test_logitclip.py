@@ -1,5 +1,6 @@
 """LogitClip: the clipping and its loss (NumPy and TF twins, a hand-computed case), its
 parameters, and a digits run that trains otherwise than FedAvg, equal on tff and tf."""
+import helpers
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -9,7 +10,6 @@ from tff_noisy import methods
 from tff_noisy.errors import ConfigError
 from tff_noisy.ops import baseline_losses
 from tff_noisy.ops import baseline_losses_tf
-from tff_noisy.simulation import driver
 
 _RNG = np.random.default_rng(3)
 _LOGITS = _RNG.normal(scale=2.0, size=(8, 5))
@@ -70,18 +70,10 @@ def _digits(method, runtime, **params):
              'client_lr': 0.1, 'client_runtime': runtime}})
 
 
-def _run(config):
-  simulation = driver.Simulation(config)
-  simulation.prepare()
-  while not simulation.done:
-    simulation.run_round()
-  return simulation
-
-
 @pytest.mark.slow
 def test_a_digits_run_clips_equally_on_tff_and_tf_and_is_not_fedavg():
-  runs = {runtime: _run(_digits('logitclip', runtime)) for runtime in ('tff', 'tf')}
-  fedavg = _run(_digits('fedavg', 'tf'))
+  runs = {runtime: helpers.run_rounds(_digits('logitclip', runtime)) for runtime in ('tff', 'tf')}
+  fedavg = helpers.run_rounds(_digits('fedavg', 'tf'))
   for want, got in zip(runs['tff'].final_weights(), runs['tf'].final_weights()):
     np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
   assert [r['test_accuracy'] for r in runs['tff'].history] == pytest.approx(

@@ -15,7 +15,6 @@ from tff_noisy.federated import client_work
 from tff_noisy.methods.scaffold.objective import ControlVariateObjective
 from tff_noisy.ops import scaffold
 from tff_noisy.ops import scaffold_tf
-from tff_noisy.simulation import driver
 from tff_noisy.tff_runtime import import_tff
 
 tff = import_tff()
@@ -101,27 +100,15 @@ def _digits(method, runtime='tf', rounds=2):
              'client_lr': 0.1, 'client_runtime': runtime}})
 
 
-def _run(config):
-  simulation = driver.Simulation(config)
-  simulation.prepare()
-  while not simulation.done:
-    simulation.run_round()
-  return simulation
-
-
 def _controls(simulation):
   return [np.asarray(v) for v in simulation.process.get_hparams(simulation.state).values()]
 
 
-def _max_difference(a, b):
-  return max(np.abs(np.asarray(x) - np.asarray(y)).max() for x, y in zip(a, b))
-
-
 @pytest.mark.slow
 def test_scaffold_runs_equally_on_tff_and_tf_and_is_not_fedavg():
-  runs = {runtime: _run(_digits('scaffold', runtime)) for runtime in ('tff', 'tf')}
-  assert _max_difference(runs['tff'].final_weights(), runs['tf'].final_weights()) < 1e-5
-  assert _max_difference(_controls(runs['tff']), _controls(runs['tf'])) < 1e-4
+  runs = {runtime: helpers.run_rounds(_digits('scaffold', runtime)) for runtime in ('tff', 'tf')}
+  assert helpers.max_difference(runs['tff'].final_weights(), runs['tf'].final_weights()) < 1e-5
+  assert helpers.max_difference(_controls(runs['tff']), _controls(runs['tf'])) < 1e-4
   assert [r['test_accuracy'] for r in runs['tff'].history] == pytest.approx(
       [r['test_accuracy'] for r in runs['tf'].history], abs=1e-6)
   assert min(np.abs(c).max() for c in _controls(runs['tf'])) > 1e-3  # c moved.
@@ -129,24 +116,24 @@ def test_scaffold_runs_equally_on_tff_and_tf_and_is_not_fedavg():
                      for name, v in runs['tf'].store.to_arrays().items()
                      if name.startswith(f'{cid}/')]
   assert client_controls and any(np.abs(v).max() > 1e-3 for v in client_controls)
-  fedavg = _run(_digits('fedavg'))
-  assert _max_difference(runs['tf'].final_weights(), fedavg.final_weights()) > 1e-3
+  fedavg = helpers.run_rounds(_digits('fedavg'))
+  assert helpers.max_difference(runs['tf'].final_weights(), fedavg.final_weights()) > 1e-3
 
 
 @pytest.mark.slow
 def test_a_resumed_run_keeps_the_control_variates(tmp_path):
   config = _digits('scaffold', rounds=3)
-  whole = _run(config)
+  whole = helpers.run_rounds(config)
   resumed = helpers.run_with_restarts(config, str(tmp_path / 'ckpt'), restart_after=(1, 2))
-  assert _max_difference(whole.final_weights(), resumed.final_weights()) == 0
-  assert _max_difference(_controls(whole), _controls(resumed)) == 0
+  assert helpers.max_difference(whole.final_weights(), resumed.final_weights()) == 0
+  assert helpers.max_difference(_controls(whole), _controls(resumed)) == 0
 
 
 @pytest.mark.slow
 def test_fedds_weighs_scaffold_clients():
-  fedds = _run(_digits('fedds_scaffold'))
-  alone = _run(_digits('scaffold'))
+  fedds = helpers.run_rounds(_digits('fedds_scaffold'))
+  alone = helpers.run_rounds(_digits('scaffold'))
   record = fedds.history[-1]
   assert len(record['fedds_weights']) == 2 and 'reliabilities' in record
   assert min(np.abs(c).max() for c in _controls(fedds)) > 1e-3
-  assert _max_difference(fedds.final_weights(), alone.final_weights()) > 1e-4
+  assert helpers.max_difference(fedds.final_weights(), alone.final_weights()) > 1e-4

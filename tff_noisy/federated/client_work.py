@@ -23,7 +23,8 @@ into the round's training metrics under ``outputs``.
 """
 
 import collections
-from typing import Callable
+import functools
+from typing import Callable, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -85,7 +86,8 @@ def hparams_type_of(objective: ClientObjective):
 
 
 def build_local_training(model: tf.keras.Model, optimizer, objective: ClientObjective,
-                         local_epochs: int, weight_decay: float = 0.0):
+                         local_epochs: int, weight_decay: float = 0.0,
+                         model_fn: Optional[Callable[[], tf.keras.Model]] = None):
   """Returns a tf.function ``(weights, dataset, state, hparams[, fault]) -> (result,
   metrics, state)``.
 
@@ -93,11 +95,17 @@ def build_local_training(model: tf.keras.Model, optimizer, objective: ClientObje
   objective's mean per-example loss plus the model's regularisation losses, FedProx's
   proximal term and the coupled L2 ``weight_decay``), starting from the received weights,
   between the objective's prologue and epilogue. A ``fault``
-  (``ops.faults_tf.FAULT_SPEC``) corrupts the update the client sends.
+  (``ops.faults_tf.FAULT_SPEC``) corrupts the update the client sends. ``model_fn``
+  builds the frozen copies of an objective's ``reference_models``.
   """
   weights = model_weights_of(model)
   feature_model = models.features_and_logits(model) if objective.uses_features else None
   rows_name = objective.trainable_state
+  if objective.reference_models and model_fn is None:
+    raise ValueError(f'{type(objective).__name__} keeps frozen copies of the model '
+                     f'{objective.reference_models}: build_local_training needs model_fn')
+  copies = {name: model_fn() for name in objective.reference_models}
+  frozen = {name: models.features_and_logits(copy) for name, copy in copies.items()}
 
   def predict(x):
     return model(x, training=False)
@@ -114,7 +122,15 @@ def build_local_training(model: tf.keras.Model, optimizer, objective: ClientObje
     tf.nest.map_structure(lambda v, t: v.assign(t), weights, initial_weights)
     trainable_specs = tuple(tf.TensorSpec(v.shape, v.dtype) for v in weights.trainable)
     initial_trainable = tuple(initial_weights.trainable)
+    if copies:
+      for name, values in objective.reference_weights(initial_weights, state,
+                                                      hparams).items():
+        tf.nest.map_structure(lambda v, t: v.assign(t), model_weights_of(copies[name]),
+                              values)
     context = objective.prologue(predict, dataset, state, hparams)
+    if frozen:
+      context = dict(context, **{name: functools.partial(copy, training=False)
+                                 for name, copy in frozen.items()})
     table = state[rows_name] if rows_name else tf.zeros([0])
 
     def step(loop_state, batch):
@@ -205,7 +221,7 @@ def build_client_update(model_fn: Callable[[], tf.keras.Model], element_spec, op
 
   def train(*args):
     return build_local_training(model_fn(), optimizer, objective, local_epochs,
-                                weight_decay)(*args)
+                                weight_decay, model_fn)(*args)
 
   if faults:
     @tff.tensorflow.computation(*types, tff.types.tensorflow_to_type(faults_tf.FAULT_SPEC))

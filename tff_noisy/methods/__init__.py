@@ -23,6 +23,7 @@ from tff_noisy.methods import fedln
 from tff_noisy.methods import logitclip
 from tff_noisy.methods import lsc
 from tff_noisy.methods import maskedoptim
+from tff_noisy.methods import moon
 from tff_noisy.methods import robust_losses
 from tff_noisy.methods import scaffold
 from tff_noisy.methods.common import MethodSpec
@@ -37,6 +38,7 @@ METHODS = {
     **fedln.SPECS,
     **fedds.SPECS,
     **scaffold.SPECS,
+    **moon.SPECS,
     **lsc.SPECS,
     **fedefc.SPECS,
     **maskedoptim.SPECS,

@@ -94,6 +94,8 @@ def unstackable_reason(model: tf.keras.Model, objective: ClientObjective) -> str
                  'trained_state', 'client_outputs'):
     if getattr(type(objective), method) is not getattr(ClientObjective, method):
       return f'the objective {type(objective).__name__} has its own {method}'
+  if objective.reference_models:
+    return f'the objective {type(objective).__name__} runs frozen copies of the model'
   if objective.state_spec or objective.trainable_state:
     return f'the objective {type(objective).__name__} keeps per-client state'
   if objective.uses_features:

@@ -5,7 +5,11 @@ calls, in order (ARCHITECTURE §3):
 
 1. ``prologue(predict, dataset, state, hparams) -> context`` on the just-received global
    model, before any training (FedEFC's transition matrix, MaskedOptim's class prior).
-   The context never leaves the client.
+   The context never leaves the client. An objective that names ``reference_models``
+   (MOON's global and previous models) has frozen copies of the model, their weights set
+   by ``reference_weights(received, state, hparams)`` before the prologue; its context
+   also holds, under each name, ``x -> (features, logits)`` of that copy in inference
+   mode.
 2. For every batch, ``loss(batch, logits, features, context, hparams, rows) -> [B]``: the
    per-example loss. ``features`` are the model's penultimate features when
    ``uses_features`` is set (else None); ``rows`` are the batch's rows of the trainable
@@ -55,6 +59,8 @@ class ClientObjective:
   """Cross-entropy with an optional FedProx proximal term: FedAvg's and FedProx's clients."""
 
   uses_features: bool = False
+  # Names of frozen copies of the model the client work keeps (``reference_weights``).
+  reference_models: Tuple[str, ...] = ()
   state_spec: Mapping[str, tf.TensorSpec] = {}
   trainable_state: Optional[str] = None
   hparams: Mapping[str, np.ndarray] = {}
@@ -87,6 +93,13 @@ class ClientObjective:
     """A client's state before its first round, from its (observed) labels."""
     del labels
     return {}
+
+  def reference_weights(self, received, state, hparams) -> dict:
+    """``{name: ModelWeights}`` of every frozen copy in ``reference_models`` this round,
+    from the ``received`` weights and the client's state."""
+    raise NotImplementedError(
+        f'{type(self).__name__} declares reference_models={self.reference_models!r} but '
+        'no reference_weights')
 
   def prologue(self, predict, dataset, state, hparams) -> dict:
     """Context for the losses, computed with the received model (``predict(x)`` logits)."""
@@ -137,6 +150,8 @@ class ClientObjective:
     if self.trainable_state:
       return (f'it trains per-example client state {self.trainable_state!r} (per-sample '
               'label logits updated by update_rows) beside the model')
+    if self.reference_models:
+      return f'it runs frozen copies of the model ({", ".join(self.reference_models)})'
     if self.uses_features:
       return ("its loss reads the model's penultimate features and per-example dataset "
               "fields (LSC's K-similarity embeddings)")
