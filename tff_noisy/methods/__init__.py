@@ -16,6 +16,7 @@ import importlib
 
 from tff_noisy.errors import ConfigError
 from tff_noisy.methods import confident_learning
+from tff_noisy.methods import coteaching
 from tff_noisy.methods import fedavg
 from tff_noisy.methods import fedds
 from tff_noisy.methods import fedefc
@@ -39,6 +40,7 @@ METHODS = {
     **fedds.SPECS,
     **scaffold.SPECS,
     **moon.SPECS,
+    **coteaching.SPECS,
     **lsc.SPECS,
     **fedefc.SPECS,
     **maskedoptim.SPECS,

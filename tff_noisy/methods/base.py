@@ -1,11 +1,13 @@
 """``Method``: a method's learning process plus the driver hooks a method may need around it.
 
-A method is a ``ClientObjective`` (its client side, ``objective``) and, where it needs
-them, hooks: client-side preparation once before training (NNC relabelling), the labels
-and per-example fields of a client's dataset (NA-FedAvg's ``aggregation_weight``), work
-before a round (NA-FedAvg's noise estimation), the round itself (FedDS's split round),
-the server's step on what the clients sent beside their updates (SCAFFOLD's control
-variate) and after the round (a phase decided from the round's metrics). The defaults
+A method is a ``ClientObjective`` (its client side, ``objective``), the model its clients
+train (``client_model``: the configured one, or Co-teaching's two networks of it) and,
+where it needs them, hooks: client-side preparation once before training (NNC
+relabelling), the labels and per-example fields of a client's dataset (NA-FedAvg's
+``aggregation_weight``), work before a round (NA-FedAvg's noise estimation), the round
+itself (FedDS's split round), the server's step on what the clients sent beside their
+updates (SCAFFOLD's control variate) and after the round (a phase decided from the
+round's metrics). The defaults
 are FedAvg. The driver knows a method only through this interface and scores the
 ``diagnostics.Diagnostic`` records its hooks return; the aggregator, optimisers and
 schedule come from the config through ``Setup``.
@@ -80,6 +82,14 @@ class Method:
     """
     del params, data
     return dict(cls.extra_fields)
+
+  @classmethod
+  def client_model(cls, params: methods.Params, model_fn: Callable) -> Callable:
+    """The builder of the model the clients train and the server aggregates and
+    evaluates, from the configured one's (Co-teaching: both its networks in one model,
+    so that each is federated); default ``model_fn`` itself."""
+    del params
+    return model_fn
 
   @classmethod
   def objective(cls, params: methods.Params, setup: Setup) -> ClientObjective:
