@@ -32,6 +32,20 @@ def client_dataset(x: np.ndarray, y: np.ndarray, batch_size: int = 0,
   return tf.data.Dataset.from_tensor_slices(elements).batch(batch_size or len(y))
 
 
+def run_rounds(config) -> driver.Simulation:
+  """``config`` run to its last round in one ``Simulation``, returned."""
+  simulation = driver.Simulation(config)
+  simulation.prepare()
+  while not simulation.done:
+    simulation.run_round()
+  return simulation
+
+
+def max_difference(a, b) -> float:
+  """The largest absolute difference between two equally shaped lists of arrays."""
+  return max(float(np.abs(np.asarray(x) - np.asarray(y)).max()) for x, y in zip(a, b))
+
+
 def run_with_restarts(config, checkpoint_dir: str,
                       restart_after: Collection[int] = ()) -> driver.Simulation:
   """Runs ``config`` to its last round; after each round in ``restart_after`` saves a

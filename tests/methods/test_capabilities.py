@@ -2,6 +2,7 @@
 registry entry: one test over the whole registry, so a new method cannot forget it."""
 import types
 
+import helpers
 import pytest
 
 from tff_noisy import methods
@@ -10,7 +11,9 @@ from tff_noisy.federated.objectives.base import ClientObjective
 
 def _objective(name):
   params = methods.resolve_params(name, {}, rounds=1000)
-  return methods.method_class(name).objective(params, types.SimpleNamespace(num_classes=10))
+  setup = types.SimpleNamespace(num_classes=10, client_lr=0.1,
+                                model_fn=lambda: helpers.linear_model(4, 10))
+  return methods.method_class(name).objective(params, setup)
 
 
 @pytest.mark.parametrize('name', sorted(methods.METHODS))

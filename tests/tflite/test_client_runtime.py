@@ -2,6 +2,7 @@
 
 import types
 
+import helpers
 import pytest
 
 from tff_noisy import config as config_lib
@@ -90,7 +91,8 @@ def test_a_method_that_cannot_train_on_devices_is_refused():
 
 def test_the_registry_says_which_methods_train_on_devices():
   """Each method's ``MethodSpec.off_device`` agrees with its objective's export check."""
-  setup = types.SimpleNamespace(num_classes=10)
+  setup = types.SimpleNamespace(num_classes=10, client_lr=0.1,
+                                model_fn=lambda: helpers.linear_model(4, 10))
   for name, spec in methods.METHODS.items():
     objective = methods.method_class(name).objective(spec.params(), setup)
     if spec.off_device:

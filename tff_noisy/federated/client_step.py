@@ -37,8 +37,9 @@ def train_step(model: tf.keras.Model, forward: Callable, objective: ClientObject
   The loss is the objective's mean per-example loss plus the model's regularisation
   losses; its gradient gets FedProx's proximal term and coupled weight decay
   (``regularized_gradients``) and the objective's ``weight_gradients`` before
-  ``optimizer.next`` (a ``tff.learning.optimizers``
-  optimiser, functional on ``opt_state``). ``forward(x) -> (features or None, logits)``
+  ``optimizer.next`` (a ``tff.learning.optimizers`` optimiser, functional on
+  ``opt_state``), whose new weights take the objective's ``step_shift``.
+  ``forward(x) -> (features or None, logits)``
   is the model in training mode. ``rows``: the batch's rows of the objective's trainable
   per-example state, whose gradient is returned (else None).
 
@@ -64,6 +65,9 @@ def train_step(model: tf.keras.Model, forward: Callable, objective: ClientObject
   if extra is not None:
     grads = [g + e for g, e in zip(grads, extra)]
   opt_state, new_trainable = optimizer.next(opt_state, tuple(trainable), tuple(grads))
+  shift = objective.step_shift(context, hparams)
+  if shift is not None:
+    new_trainable = [w + s for w, s in zip(new_trainable, shift)]
   for variable, value in zip(trainable, new_trainable):
     variable.assign(value)
   return opt_state, loss, per_example, logits, row_grads

@@ -17,11 +17,14 @@ keeps its old state and is counted in ``non_finite_clients``; the finalizer also
 a non-finite aggregate. With simulated faults (``faults:``), each client also receives
 its fault (``ops.faults_tf.FAULT_SPEC``) and a Byzantine client's update is corrupted
 (``ops.faults_tf.corrupt``) after training and before that check, so a ``nan`` client is
-one more non-finite client.
+one more non-finite client. What an objective sends beside its update
+(``client_outputs``: SCAFFOLD's Δc_i) is summed over the clients whose update was finite
+into the round's training metrics under ``outputs``.
 """
 
 import collections
-from typing import Callable
+import functools
+from typing import Callable, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -37,6 +40,7 @@ tff = import_tff()
 AGGREGATION_WEIGHT_KEY = 'aggregation_weight'
 INDEX_KEY = 'index'
 OBJECTIVE_METRICS_KEY = 'objective'  # The objective's own per-client metrics.
+OUTPUTS_KEY = 'outputs'  # What the objective sends the server beside the update, summed.
 
 
 def model_weights_of(model: tf.keras.Model):
@@ -82,7 +86,8 @@ def hparams_type_of(objective: ClientObjective):
 
 
 def build_local_training(model: tf.keras.Model, optimizer, objective: ClientObjective,
-                         local_epochs: int, weight_decay: float = 0.0):
+                         local_epochs: int, weight_decay: float = 0.0,
+                         model_fn: Optional[Callable[[], tf.keras.Model]] = None):
   """Returns a tf.function ``(weights, dataset, state, hparams[, fault]) -> (result,
   metrics, state)``.
 
@@ -90,11 +95,17 @@ def build_local_training(model: tf.keras.Model, optimizer, objective: ClientObje
   objective's mean per-example loss plus the model's regularisation losses, FedProx's
   proximal term and the coupled L2 ``weight_decay``), starting from the received weights,
   between the objective's prologue and epilogue. A ``fault``
-  (``ops.faults_tf.FAULT_SPEC``) corrupts the update the client sends.
+  (``ops.faults_tf.FAULT_SPEC``) corrupts the update the client sends. ``model_fn``
+  builds the frozen copies of an objective's ``reference_models``.
   """
   weights = model_weights_of(model)
   feature_model = models.features_and_logits(model) if objective.uses_features else None
   rows_name = objective.trainable_state
+  if objective.reference_models and model_fn is None:
+    raise ValueError(f'{type(objective).__name__} keeps frozen copies of the model '
+                     f'{objective.reference_models}: build_local_training needs model_fn')
+  copies = {name: model_fn() for name in objective.reference_models}
+  frozen = {name: models.features_and_logits(copy) for name, copy in copies.items()}
 
   def predict(x):
     return model(x, training=False)
@@ -111,11 +122,19 @@ def build_local_training(model: tf.keras.Model, optimizer, objective: ClientObje
     tf.nest.map_structure(lambda v, t: v.assign(t), weights, initial_weights)
     trainable_specs = tuple(tf.TensorSpec(v.shape, v.dtype) for v in weights.trainable)
     initial_trainable = tuple(initial_weights.trainable)
+    if copies:
+      for name, values in objective.reference_weights(initial_weights, state,
+                                                      hparams).items():
+        tf.nest.map_structure(lambda v, t: v.assign(t), model_weights_of(copies[name]),
+                              values)
     context = objective.prologue(predict, dataset, state, hparams)
+    if frozen:
+      context = dict(context, **{name: functools.partial(copy, training=False)
+                                 for name, copy in frozen.items()})
     table = state[rows_name] if rows_name else tf.zeros([0])
 
     def step(loop_state, batch):
-      opt_state, table, loss_sum, correct, num_examples, weight_sum = loop_state
+      opt_state, table, loss_sum, correct, num_examples, weight_sum, steps = loop_state
       rows = tf.gather(table, batch[INDEX_KEY]) if rows_name else None
       opt_state, _, per_example, logits, row_grads = client_step.train_step(
           model, forward, objective, optimizer, opt_state, batch, context, hparams,
@@ -133,13 +152,17 @@ def build_local_training(model: tf.keras.Model, optimizer, objective: ClientObje
       correct += tf.reduce_sum(tf.cast(
           tf.equal(predicted, tf.cast(batch['y'], tf.int64)), tf.float32))
       return (opt_state, table, loss_sum + tf.reduce_sum(per_example), correct,
-              num_examples + tf.cast(batch_size, tf.int64), weight_sum + batch_weight)
+              num_examples + tf.cast(batch_size, tf.int64), weight_sum + batch_weight,
+              steps + 1)
 
     initial_loop_state = (optimizer.initialize(trainable_specs), table, tf.constant(0.0),
-                          tf.constant(0.0), tf.constant(0, tf.int64), tf.constant(0.0))
-    _, table, loss_sum, correct, num_examples, weight_sum = dataset.repeat(
+                          tf.constant(0.0), tf.constant(0, tf.int64), tf.constant(0.0),
+                          tf.constant(0, tf.int64))
+    _, table, loss_sum, correct, num_examples, weight_sum, steps = dataset.repeat(
         local_epochs).reduce(initial_loop_state, step)
-    trained_state = dict(state, **{rows_name: table}) if rows_name else state
+    trained_state = objective.trained_state(
+        dict(state, **{rows_name: table}) if rows_name else state, context, initial_weights,
+        weights, steps, hparams)
     new_state, scale = objective.epilogue(predict, dataset, context, trained_state, hparams)
     update = tf.nest.map_structure(lambda w, t: (w - t) * scale, initial_weights, weights)
     if fault is not None:
@@ -163,6 +186,11 @@ def build_local_training(model: tf.keras.Model, optimizer, objective: ClientObje
       metrics[OBJECTIVE_METRICS_KEY] = collections.OrderedDict(
           (name, tf.where(non_finite, 0.0, tf.cast(reported[name], tf.float32)))
           for name in objective.metric_names)
+    outputs = objective.client_outputs(state, new_state, hparams)
+    if outputs:
+      metrics[OUTPUTS_KEY] = collections.OrderedDict(
+          (name, tf.where(non_finite, tf.zeros_like(value), value))
+          for name, value in sorted(outputs.items()))
     return tff.learning.templates.ClientResult(
         update=update, update_weight=update_weight), metrics, new_state
 
@@ -193,7 +221,7 @@ def build_client_update(model_fn: Callable[[], tf.keras.Model], element_spec, op
 
   def train(*args):
     return build_local_training(model_fn(), optimizer, objective, local_epochs,
-                                weight_decay)(*args)
+                                weight_decay, model_fn)(*args)
 
   if faults:
     @tff.tensorflow.computation(*types, tff.types.tensorflow_to_type(faults_tf.FAULT_SPEC))
@@ -237,7 +265,8 @@ def finalize_client_metrics(sums) -> collections.OrderedDict:
 
   ``loss`` and ``accuracy`` are example-weighted means; ``client_mean_accuracy`` and
   each of the objective's metrics (``objective``) are unweighted means over the clients
-  whose update was finite (each client counts once).
+  whose update was finite (each client counts once); the objective's ``outputs`` stay
+  sums.
   """
   examples = tf.maximum(tf.cast(sums['num_examples'], tf.float32), 1.0)
   clients = tf.maximum(tf.cast(sums['finite_clients'], tf.float32), 1.0)
@@ -251,6 +280,8 @@ def finalize_client_metrics(sums) -> collections.OrderedDict:
   if OBJECTIVE_METRICS_KEY in sums:
     metrics[OBJECTIVE_METRICS_KEY] = collections.OrderedDict(
         (name, value / clients) for name, value in sums[OBJECTIVE_METRICS_KEY].items())
+  if OUTPUTS_KEY in sums:
+    metrics[OUTPUTS_KEY] = sums[OUTPUTS_KEY]
   return metrics
 
 

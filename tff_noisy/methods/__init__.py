@@ -16,15 +16,19 @@ import importlib
 
 from tff_noisy.errors import ConfigError
 from tff_noisy.methods import confident_learning
+from tff_noisy.methods import coteaching
 from tff_noisy.methods import fedavg
 from tff_noisy.methods import fedcorr
 from tff_noisy.methods import fedds
 from tff_noisy.methods import fedefc
 from tff_noisy.methods import fedln
 from tff_noisy.methods import fednoro
+from tff_noisy.methods import logitclip
 from tff_noisy.methods import lsc
 from tff_noisy.methods import maskedoptim
+from tff_noisy.methods import moon
 from tff_noisy.methods import robust_losses
+from tff_noisy.methods import scaffold
 from tff_noisy.methods.common import MethodSpec
 from tff_noisy.params import Params, did_you_mean
 
@@ -32,9 +36,13 @@ from tff_noisy.params import Params, did_you_mean
 METHODS = {
     **fedavg.SPECS,
     **robust_losses.SPECS,
+    **logitclip.SPECS,
     **confident_learning.SPECS,
     **fedln.SPECS,
     **fedds.SPECS,
+    **scaffold.SPECS,
+    **moon.SPECS,
+    **coteaching.SPECS,
     **lsc.SPECS,
     **fedefc.SPECS,
     **maskedoptim.SPECS,

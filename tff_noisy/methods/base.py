@@ -1,11 +1,14 @@
 """``Method``: a method's learning process plus the driver hooks a method may need around it.
 
-A method is a ``ClientObjective`` (its client side, ``objective``) and, where it needs
-them, hooks: client-side preparation once before training (NNC relabelling), the labels
-and per-example fields of a client's dataset (NA-FedAvg's ``aggregation_weight``), the
-clients a round samples from (FedCorr's clean clients), work before a round (NA-FedAvg's
-noise estimation), the round itself (FedDS's split round) and the server's steps after
-it (on the stored client states; a phase decided from the round's metrics). The defaults
+A method is a ``ClientObjective`` (its client side, ``objective``), the model its clients
+train (``client_model``: the configured one, or Co-teaching's two networks of it) and,
+where it needs them, hooks: client-side preparation once before training (NNC
+relabelling), the labels and per-example fields of a client's dataset (NA-FedAvg's
+``aggregation_weight``), the clients a round samples from (FedCorr's clean clients), work
+before a round (NA-FedAvg's noise estimation), the round itself (FedDS's split round),
+the server's step on what the clients sent beside their updates (SCAFFOLD's control
+variate) and its steps after the round (on the stored client states; a phase decided
+from the round's metrics). The defaults
 are FedAvg. The driver knows a method only through this interface and scores the
 ``diagnostics.Diagnostic`` records its hooks return; the aggregator, optimisers and
 schedule come from the config through ``Setup``.
@@ -17,6 +20,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from tff_noisy import methods
+from tff_noisy.federated import client_work
 from tff_noisy.federated import process as process_lib
 from tff_noisy.federated.objectives.base import ClientObjective
 
@@ -36,6 +40,7 @@ class Setup:
   rounds: int
   num_classes: int
   batch_size: Optional[int] = None  # fl.batch_size: examples per client batch.
+  client_lr: Optional[float] = None  # fl.client_lr: the client optimiser's step size.
   faults: bool = False  # Simulated faults configured: the process takes each client's fault.
   # Where the clients train: ``objective -> client runtime`` (``tff_noisy.runtime.build``),
   # or None for TFF's own client work.
@@ -78,6 +83,14 @@ class Method:
     """
     del params, data
     return dict(cls.extra_fields)
+
+  @classmethod
+  def client_model(cls, params: methods.Params, model_fn: Callable) -> Callable:
+    """The builder of the model the clients train and the server aggregates and
+    evaluates, from the configured one's (Co-teaching: both its networks in one model,
+    so that each is federated); default ``model_fn`` itself."""
+    del params
+    return model_fn
 
   @classmethod
   def objective(cls, params: methods.Params, setup: Setup) -> ClientObjective:
@@ -165,9 +178,23 @@ class Method:
     faults (the driver passes it only then); hand it on to ``process.next`` or
     ``process.train_clients``.
     """
-    output = self.process.next(state, list(datasets.values()), client_states, faults)
-    return (output.state, round_metrics(output.metrics), output.client_states,
+    return self.round_result(self.process.next(state, list(datasets.values()),
+                                               client_states, faults))
+
+  def round_result(self, output: process_lib.RoundOutput) -> tuple:
+    """``run_round``'s tuple of a round's ``process.next`` output, after the server's
+    ``server_update`` on the clients' summed outputs."""
+    train = output.metrics['client_work']['train']
+    state = self.server_update(output.state, train.get(client_work.OUTPUTS_KEY, {}))
+    return (state, round_metrics(output.metrics), output.client_states,
             dict(output.diagnostics))
+
+  def server_update(self, state, outputs: dict):
+    """The server's step on the sums over the round's clients of what their objective
+    sends beside the update (``ClientObjective.client_outputs``; SCAFFOLD's control
+    variate); the new state (its hparams are broadcast next round). Default: ``state``."""
+    del outputs
+    return state
 
 
 def round_metrics(metrics) -> dict:

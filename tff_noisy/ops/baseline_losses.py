@@ -16,6 +16,8 @@ clients (the ``label_smoothing``, ``bi_tempered``, ``sce`` and ``gce`` methods).
   RCE = -A (1 - p_y).
 - Generalized cross-entropy (Zhang & Sabuncu 2018, Eq. 6): (1 - p_y^q)/q; q -> 0 is
   cross-entropy, q = 1 the mean absolute error (up to a factor 2).
+- LogitClip (Wei et al. 2023): cross-entropy on the logits clipped to p-norm at most
+  tau, z · min(1, tau/||z||_p).
 """
 
 import numpy as np
@@ -96,3 +98,17 @@ def generalized_cross_entropy(labels, logits, q: float) -> np.ndarray:
   log_p = _log_softmax(logits)
   log_p_y = np.take_along_axis(log_p, np.asarray(labels, np.int64)[:, None], axis=-1)[:, 0]
   return (1.0 - np.exp(q * log_p_y)) / q
+
+
+def clip_logits(logits, tau: float, p: float = 2.0) -> np.ndarray:
+  """z · min(1, tau/||z||_p) per row: z itself inside the p-norm ball of radius tau, else
+  tau·z/||z||_p on its sphere (Wei et al. 2023's clipping operator)."""
+  logits = np.asarray(logits, np.float64)
+  norms = np.sum(np.abs(logits) ** p, axis=-1, keepdims=True) ** (1.0 / p)
+  return logits * (tau / np.maximum(norms, tau))
+
+
+def logit_clip_cross_entropy(labels, logits, tau: float, p: float = 2.0) -> np.ndarray:
+  """-log softmax(clip_logits(z))_y: LogitClip on the cross-entropy (Wei et al. 2023)."""
+  log_p = _log_softmax(clip_logits(logits, tau, p))
+  return -np.take_along_axis(log_p, np.asarray(labels, np.int64)[:, None], axis=-1)[:, 0]

@@ -69,3 +69,17 @@ def symmetric_cross_entropy(labels, logits, alpha: float, beta: float,
 def generalized_cross_entropy(labels, logits, q: float):
   """``baseline_losses.generalized_cross_entropy`` (Zhang & Sabuncu 2018)."""
   return (1.0 - tf.exp(q * _log_p_y(labels, tf.nn.log_softmax(logits)))) / q
+
+
+def clip_logits(logits, tau: float, p: float = 2.0):
+  """``baseline_losses.clip_logits`` (Wei et al. 2023). The norm is taken only
+  of rows outside the ball (1 elsewhere), so an all-zero row has a finite gradient."""
+  powered = tf.reduce_sum(tf.abs(logits) ** p, axis=-1, keepdims=True)
+  outside = powered > tau ** p
+  norms = tf.where(outside, powered, tf.ones_like(powered)) ** (1.0 / p)
+  return logits * tf.where(outside, tau / norms, tf.ones_like(norms))
+
+
+def logit_clip_cross_entropy(labels, logits, tau: float, p: float = 2.0):
+  """``baseline_losses.logit_clip_cross_entropy`` (LogitClip, Wei et al. 2023)."""
+  return -_log_p_y(labels, tf.nn.log_softmax(clip_logits(logits, tau, p)))

@@ -90,9 +90,12 @@ def weight_regularizers(model: tf.keras.Model) -> list:
 
 def unstackable_reason(model: tf.keras.Model, objective: ClientObjective) -> str:
   """Why clients of ``objective`` on ``model`` cannot be stacked ('' when they can)."""
-  for method in ('prologue', 'epilogue', 'client_metrics', 'weight_gradients'):
+  for method in ('prologue', 'epilogue', 'client_metrics', 'weight_gradients', 'step_shift',
+                 'trained_state', 'client_outputs'):
     if getattr(type(objective), method) is not getattr(ClientObjective, method):
       return f'the objective {type(objective).__name__} has its own {method}'
+  if objective.reference_models:
+    return f'the objective {type(objective).__name__} runs frozen copies of the model'
   if objective.state_spec or objective.trainable_state:
     return f'the objective {type(objective).__name__} keeps per-client state'
   if objective.uses_features:

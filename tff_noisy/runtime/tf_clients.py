@@ -124,7 +124,8 @@ class InProcessClients:
                                                             weight_decay)
     else:
       self._kernel = client_work.build_local_training(model, optimizer, objective,
-                                                      self.local_epochs, weight_decay)
+                                                      self.local_epochs, weight_decay,
+                                                      model_fn)
 
   def describe(self) -> dict:
     """What results.json keeps of this runtime."""

@@ -106,7 +106,8 @@ def build_setup(config: ExperimentConfig, data, choices: validation.Choices,
       aggregator=aggregators.build_factory(config.fl.aggregator, choices.aggregator_params),
       local_epochs=config.fl.local_epochs, weight_decay=config.fl.weight_decay,
       seed=config.seed, rounds=config.fl.rounds, num_classes=data.num_classes,
-      batch_size=config.fl.batch_size, faults=config.faults.active(), clients=clients,
+      batch_size=config.fl.batch_size, client_lr=config.fl.client_lr,
+      faults=config.faults.active(), clients=clients,
       probes_in_process=clients is not None)
 
 
@@ -114,12 +115,16 @@ def build_method(config: ExperimentConfig, data,
                  choices: Optional[validation.Choices] = None,
                  model_fn: Optional[Callable] = None) -> method_base.Method:
   """The config's method, built on what the config fixes for every method (``Setup``);
-  ``model_fn``: the user's own model builder, checked already (``make_model_fn``)."""
+  ``model_fn``: the user's own model builder, checked already (``make_model_fn``). The
+  clients train the method's ``client_model`` of it (Co-teaching's two networks)."""
   choices = choices or validation.validate_experiment(config, model_fn=model_fn)
   method_cls = methods.method_class(config.method.name)
   fields = method_cls.dataset_fields(choices.method_params, data)
+  client_model_fn = method_cls.client_model(
+      choices.method_params,
+      model_fn or make_model_fn(config, data.input_shape, data.num_classes))
   setup = build_setup(config, data, choices,
-                      element_spec(data, fields, config.fl.batch_size), model_fn)
+                      element_spec(data, fields, config.fl.batch_size), client_model_fn)
   if model_fn is not None and method_cls.objective(choices.method_params, setup).uses_features:
     try:
       models.features_and_logits(model_fn())

@@ -5,7 +5,11 @@ calls, in order (ARCHITECTURE §3):
 
 1. ``prologue(predict, dataset, state, hparams) -> context`` on the just-received global
    model, before any training (FedEFC's transition matrix, MaskedOptim's class prior).
-   The context never leaves the client.
+   The context never leaves the client. An objective that names ``reference_models``
+   (MOON's global and previous models) has frozen copies of the model, their weights set
+   by ``reference_weights(received, state, hparams)`` before the prologue; its context
+   also holds, under each name, ``x -> (features, logits)`` of that copy in inference
+   mode.
 2. For every batch, ``loss(batch, logits, features, context, hparams, rows) -> [B]``: the
    per-example loss. ``features`` are the model's penultimate features when
    ``uses_features`` is set (else None); ``rows`` are the batch's rows of the trainable
@@ -13,10 +17,19 @@ calls, in order (ARCHITECTURE §3):
    regularisation ``losses``, FedProx's proximal term, the objective's own
    ``weight_gradients`` (a term on the weights alone: FedCorr's adaptive proximal term)
    and ``fl.weight_decay`` drive the model's optimiser step; the rows take
-   ``update_rows`` with their own gradient.
-3. ``epilogue(predict, dataset, context, state, hparams) -> (new state, update scale)``
+   ``update_rows`` with their own gradient. ``step_shift(context, hparams)`` (None by
+   default) adds one tensor per trainable variable to the weights after every optimiser
+   step (SCAFFOLD's -lr (c - c_i)).
+3. ``trained_state(state, context, initial, trained, steps, hparams) -> state`` after the
+   local steps, from the received (``initial``) and trained weights and the number of
+   optimiser steps (SCAFFOLD's control variate c_i+).
+4. ``epilogue(predict, dataset, context, state, hparams) -> (new state, update scale)``
    after training: merge state (MaskedOptim's label logits with the local model's
    predictions) and scale the update (its pre-merge with the global model).
+5. ``client_outputs(old state, new state, hparams) -> {name: tensor}``: what the client
+   sends the server beside its update (SCAFFOLD's Δc_i); the process sums them over the
+   clients whose update was finite, into the round's training metrics under
+   ``outputs``, and the method's ``server_update`` reads the sums (never results.json).
 
 ``state_spec`` declares the per-client state the objective keeps across rounds
 (checkpointed; a ``None`` leading dimension is one row per example, indexed by the
@@ -48,6 +61,8 @@ class ClientObjective:
   """Cross-entropy with an optional FedProx proximal term: FedAvg's and FedProx's clients."""
 
   uses_features: bool = False
+  # Names of frozen copies of the model the client work keeps (``reference_weights``).
+  reference_models: Tuple[str, ...] = ()
   state_spec: Mapping[str, tf.TensorSpec] = {}
   trainable_state: Optional[str] = None
   hparams: Mapping[str, np.ndarray] = {}
@@ -81,6 +96,13 @@ class ClientObjective:
     del labels
     return {}
 
+  def reference_weights(self, received, state, hparams) -> dict:
+    """``{name: ModelWeights}`` of every frozen copy in ``reference_models`` this round,
+    from the ``received`` weights and the client's state."""
+    raise NotImplementedError(
+        f'{type(self).__name__} declares reference_models={self.reference_models!r} but '
+        'no reference_weights')
+
   def prologue(self, predict, dataset, state, hparams) -> dict:
     """Context for the losses, computed with the received model (``predict(x)`` logits)."""
     del predict, dataset, state, hparams
@@ -109,16 +131,36 @@ class ClientObjective:
         f'{type(self).__name__} declares trainable_state={self.trainable_state!r} but no '
         'update_rows')
 
+  def step_shift(self, context, hparams):
+    """A tensor per trainable variable added to the weights after every optimiser step
+    (outside the optimiser: no momentum acts on it), or None."""
+    del context, hparams
+    return None
+
+  def trained_state(self, state, context, initial, trained, steps, hparams):
+    """The state after the local steps, from the received and trained
+    ``ModelWeights`` and the number of optimiser ``steps``; default: unchanged."""
+    del context, initial, trained, steps, hparams
+    return state
+
   def epilogue(self, predict, dataset, context, state, hparams):
     """``(new state, update scale)`` after local training; default: unchanged, 1."""
     del predict, dataset, context, hparams
     return state, tf.constant(1.0)
+
+  def client_outputs(self, old_state, new_state, hparams) -> dict:
+    """``{name: float32 tensor}`` the client sends beside its update (summed over the
+    clients at the server); default: none."""
+    del old_state, new_state, hparams
+    return {}
 
   def device_unsupported_reason(self) -> str:
     """Why this objective's clients cannot train on a device ('' when they can)."""
     if self.trainable_state:
       return (f'it trains per-example client state {self.trainable_state!r} (per-sample '
               'label logits updated by update_rows) beside the model')
+    if self.reference_models:
+      return f'it runs frozen copies of the model ({", ".join(self.reference_models)})'
     if self.uses_features:
       return ("its loss reads the model's penultimate features and per-example dataset "
               "fields (LSC's K-similarity embeddings)")
@@ -126,6 +168,8 @@ class ClientObjective:
     if own('epilogue') or own('weight_gradients') or (own('prologue')
                                                        and not own('device_prologue')):
       return 'no on-device prologue/epilogue for it'
+    if own('step_shift') or own('trained_state') or own('client_outputs'):
+      return 'no on-device form of its step shift, trained state or client outputs'
     return ''
 
   def device_prologue(self, predict, x, y, hparams) -> dict:

@@ -209,7 +209,6 @@ class FedDS(base.Method):
       diagnostics['fedds_weights'] = {cid: float(w) for cid, w in zip(client_ids, weights)}
       return weights, diagnostics
 
-    output = self.process.next(state, list(datasets.values()), client_states, faults,
-                               aggregation_weights=weigh)
-    return (output.state, base.round_metrics(output.metrics), output.client_states,
-            dict(output.diagnostics))
+    return self.round_result(self.process.next(state, list(datasets.values()),
+                                               client_states, faults,
+                                               aggregation_weights=weigh))

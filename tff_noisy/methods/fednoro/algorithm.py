@@ -99,7 +99,5 @@ class FedNoRo(base.Method):
                     'distances': dict(zip(client_ids, (float(d) for d in daagg.distances)))},
           'daagg_weights': DaAggWeights(weights, dict(zip(client_ids, sizes)))}
 
-    output = self.process.next(state, list(datasets.values()), client_states, faults,
-                               aggregation_weights=weigh)
-    return (output.state, base.round_metrics(output.metrics), output.client_states,
-            dict(output.diagnostics))
+    return self.round_result(self.process.next(state, list(datasets.values()), client_states,
+                                               faults, aggregation_weights=weigh))
