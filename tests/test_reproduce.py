@@ -212,6 +212,83 @@ def test_maskedoptim_aggregates_as_its_paper_and_its_baselines_with_the_mean():
       ('maskedoptim', 'geometric_median_per_tensor')}
 
 
+# The methods each shipped cpu scale ran for its committed report (docs/papers/reports):
+# mapping more of a paper's rows must not change them, nor a --resume of those grids.
+_CPU_METHODS = {
+    ('fedds', 'table4_mnist'): ['fedavg', 'fedds', 'fedprox', 'fedds_fedprox'],
+    ('fedefc', 'table2_mnist'): ['fedavg', 'fedprox', 'confident_learning',
+                                 'forward_correction', 'fedefc'],
+    ('fedln', 'table1_fmnist'): ['fedavg', 'label_smoothing', 'bi_tempered',
+                                 'confident_learning', 'fedln_nnc', 'fedln_nafedavg'],
+    ('lsc', 'table2_cifar10'): ['fedavg', 'sce', 'lsc'],
+    ('maskedoptim', 'table3_cifar10'): ['fedavg', 'fedprox', 'maskedoptim'],
+}
+
+
+def test_the_cpu_scales_run_the_methods_of_their_committed_reports():
+  assert {(paper, table.id): table.scales['cpu'].methods for paper in reproduce.papers()
+          for table in reproduce.load(paper).values() if 'cpu' in table.scales} == _CPU_METHODS
+
+
+def test_the_baselines_rows_carry_the_papers_numbers():
+  """Spot checks of the rows mapped with the baselines (the first cell of each)."""
+  lsc = reproduce.table_of('lsc', 'table2_cifar10')
+  new = ('logitclip', 'fednoro', 'fedcorr')
+  assert {m: lsc.methods[m] for m in new} == {
+      'logitclip': 'LogitClip (Wei et al., 2023)', 'fednoro': 'FedNoro (Wu et al., 2023)',
+      'fedcorr': 'FedCorr (Xu et al., 2022)'}
+  assert {m: lsc.paper_numbers['rho0.7_tau0.2'][m] for m in new} == {
+      'logitclip': 73.12, 'fednoro': 79.84, 'fedcorr': 80.43}
+  assert {m: reproduce.table_of('fedds', 'table4_mnist').paper_numbers['iid'][m]
+          for m in ('scaffold', 'fedds_scaffold', 'moon', 'fedds_moon')} == {
+              'scaffold': 92.70, 'fedds_scaffold': 95.78, 'moon': 95.28, 'fedds_moon': 96.51}
+  assert reproduce.table_of('fedds', 'table4_cifar100').paper_numbers['dir10']['fedds_moon'] == 34.06
+  assert reproduce.table_of('fedefc', 'table2_mnist').paper_numbers['a100_p0.8']['fedcorr'] == 96.47
+  mo = reproduce.table_of('maskedoptim', 'table3_cifar10').paper_numbers['sym_0.0-0.4']
+  assert (mo['coteaching'], mo['fednoro']) == (66.42, 70.81)
+  assert reproduce.table_of('maskedoptim', 'table6_clothing1m').paper_numbers['clothing1m'] == {
+      'fedavg': 69.26, 'fedprox': 67.62, 'coteaching': 69.77, 'fedcorr': 69.92,
+      'fednoro': 70.62, 'maskedoptim': 71.89}
+
+
+def test_lsc_baselines_take_the_appendix_parameters(monkeypatch):
+  """LSC A.4: LogitClip tau 1.0, FedNoRo warm-up 50, FedCorr T_1/T_2/T_3 = 5/500/450 in
+  1000 effective rounds (fl.rounds 955: one round per pre-processing iteration); PathMNIST's
+  5/125/125 through its table's own method_set."""
+  monkeypatch.setattr(reproduce, '_check_dataset_present', lambda config: None)
+  plan = reproduce.plan(reproduce.table_of('lsc', 'table2_cifar10'), 'paper')
+  runs = studies.plan_grid(plan.config_path, plan.overrides, plan.methods, plan.settings[:1],
+                           plan.seeds[:1], plan.method_overrides)
+  configs = {r.method: r.config for r in runs}
+  assert configs['logitclip'].method.params == {'tau': 1.0}
+  assert configs['fednoro'].method.params == {'warmup_rounds': 50, 'temperature': 0.8}
+  assert configs['fedcorr'].method.params == {'beta': 5.0, 't1': 5, 't2': 500, 't3': 450}
+  assert configs['sce'].method.params == {'alpha': 0.5, 'beta': 0.5}
+  assert (configs['fedcorr'].fl.rounds, configs['sce'].fl.rounds) == (955, 1000)
+  assert reproduce.table_of('lsc', 'table2_pathmnist').method_overrides['fedcorr'] == [
+      'method.params.beta=5.0', 'method.params.t1=5', 'method.params.t2=125',
+      'method.params.t3=125', 'fl.rounds=255']
+  assert reproduce.table_of('lsc', 'table2_mura').method_overrides['fedcorr'] == [
+      'method.params.beta=5.0']
+
+
+def test_a_table_s_own_method_set_comes_after_the_protocol_s(tmp_path, monkeypatch):
+  protocol = textwrap.dedent(_PROTOCOL).replace(
+      '    methods: {fedavg: "FedAvg", fedprox: "FedProx"}\n',
+      '    methods: {fedavg: "FedAvg", fedprox: "FedProx"}\n'
+      '    method_set: {fedprox: ["method.params.mu=0.1"], fedavg: ["fl.rounds=2"]}\n')
+  (tmp_path / 'toy.yaml').write_text(protocol)
+  monkeypatch.setattr(reproduce, 'PROTOCOL_DIR', str(tmp_path))
+  assert reproduce.table_of('toy', 'table2').method_overrides == {
+      'fedprox': ['fl.aggregator=coordinate_median', 'method.params.mu=0.1'],
+      'fedavg': ['fl.rounds=2']}
+  (tmp_path / 'toy.yaml').write_text(protocol.replace('fedavg: ["fl.rounds=2"]',
+                                                      'sce: ["fl.rounds=2"]'))
+  with pytest.raises(ConfigError, match=r"table table2: method_set names 'sce', not one of "
+                     r"the table's methods: fedavg, fedprox"):
+    reproduce.load('toy')
+
+
 def test_only_the_chosen_settings_and_methods_run_in_the_protocol_s_order(toy):
   plan = reproduce.plan(toy, 'cpu', settings=['sym0.6'], methods=['fedprox', 'fedavg'])
   assert [s.name for s in plan.settings] == ['sym0.6']

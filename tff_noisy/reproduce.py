@@ -78,7 +78,8 @@ class Table:
   paper_numbers: Dict[str, Dict[str, Optional[float]]]  # Setting -> method -> value (%).
   scales: Dict[str, Scale]
   # Method -> overrides for its runs only, last (the protocol's ``method_set``: e.g. the
-  # paper's method aggregates with another rule than its baselines).
+  # paper's method aggregates with another rule than its baselines; then the table's own
+  # ``method_set``, which wins: e.g. a baseline's schedule differs per dataset).
   method_overrides: Dict[str, list] = dataclasses.field(default_factory=dict)
   # When the paper does not say which round it reports (``metric: unstated``), how this
   # project reads it (``metric_reading``, one of ``METRICS``); the report's headline.
@@ -139,9 +140,20 @@ def load(paper: str) -> Dict[str, Table]:
         protocol['baseline'], settings,
         {sid: {m: _number(c) for m, c in (row or {}).items()}
          for sid, row in (table.get('paper_numbers') or {}).items()}, scales,
-        {name: values for name, values in method_overrides.items()
-         if name in table['methods']}, _reading(paper, table_id, table))
+        _method_set(paper, table_id, table, method_overrides), _reading(paper, table_id, table))
   return tables
+
+
+def _method_set(paper: str, table_id: str, table: dict, protocol_set: dict) -> dict:
+  """The overrides of each of ``table``'s methods: the protocol's ``method_set``, then
+  the table's own (applied after, so they win)."""
+  merged = {name: list(values) for name, values in protocol_set.items()}
+  for name, values in (table.get('method_set') or {}).items():
+    if name not in table['methods']:
+      raise ConfigError(f"protocol {paper}, table {table_id}: method_set names '{name}', "
+                        f"not one of the table's methods: {', '.join(table['methods'])}")
+    merged[name] = merged.get(name, []) + list(values)
+  return {name: values for name, values in merged.items() if name in table['methods']}
 
 
 def _reading(paper: str, table_id: str, table: dict) -> Optional[str]:
