@@ -156,7 +156,8 @@ def _cmd_grid(args) -> None:
                          [studies.Setting.parse(s) for s in args.setting or ['']], seeds,
                          args.out,
                          lambda config, out, choices: _run(config, out, args, choices),
-                         run_all=run_all, keep_finished=args.resume)
+                         run_all=run_all, keep_finished=args.resume,
+                         on_workers=bool(args.workers))
   print(table)
 
 
@@ -229,7 +230,7 @@ def _cmd_reproduce(args) -> None:
                  args.out, lambda config, out, choices: _run(config, out, args, choices),
                  paper=table.study(args.scale, args.set, plan.methods),
                  method_overrides=plan.method_overrides, run_all=run_all,
-                 keep_finished=args.resume)
+                 keep_finished=args.resume, on_workers=bool(args.workers))
   path, figures = report.write_report(args.out)
   print(f'{table.paper} {table.cite} at scale {args.scale}: wrote {path} and '
         f'{len(figures)} figure(s)')

@@ -21,8 +21,9 @@ def _recording_run(calls, out_root, manifest_seen):
     manifest_seen.append(studies.read_manifest(out_root) is not None)
     calls.append((config.method.name, config.seed, config.noise.rate, out))
     accuracy = 0.5 + 0.1 * config.seed + (0.05 if config.method.name == 'fedln' else 0.0)
+    ran = config_lib.resolve_client_runtime(config)  # What a run records: auto resolved.
     results = results_lib.Results(
-        config=config.to_dict(), data_hash=config.data_hash(), method=config.method.name,
+        config=ran.to_dict(), data_hash=config.data_hash(), method=config.method.name,
         params={}, rounds=[{'round': r, 'test_accuracy': accuracy} for r in (1, 2, 3)],
         client_noise_rates={})
     results_lib.write(out, results)
@@ -100,6 +101,12 @@ def test_a_resumed_grid_keeps_the_runs_finished_with_the_same_config(tmp_path, c
   assert capsys.readouterr().err.splitlines() == [
       '[grid] 3 of 4 cells finished earlier with the same config: kept; 1 to run',
       '[grid] cell 1 of 1: default/seed1/fedln']
+  assert json.loads((out / 'default/seed0/fedavg/results.json').read_text())['config'][
+      'fl']['client_runtime'] == 'tf'  # The planned config says auto.
+  on_workers = []  # Where auto means tff, the cells that ran on tf are not the same.
+  studies.grid(str(path), ['fl.rounds=3'], ['fedavg', 'fedln'], [], [0, 1], str(out),
+               _recording_run(on_workers, str(out), []), keep_finished=True, on_workers=True)
+  assert len(on_workers) == 4
   longer = []  # Another config (more rounds): every run goes on.
   grid(longer, keep_finished=True, rounds=4)
   assert len(longer) == 4

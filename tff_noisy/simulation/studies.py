@@ -192,13 +192,14 @@ def grid(config_path: str, overrides: list, names: list, settings: List[Setting]
          seeds: list, out: str, run: Callable, paper: Optional[dict] = None,
          method_overrides: Optional[Dict[str, list]] = None,
          run_all: Optional[RunAll] = None,
-         keep_finished: bool = False) -> str:
+         keep_finished: bool = False, on_workers: bool = False) -> str:
   """Runs every method x setting x seed (``run(config, out_dir, choices)`` each, one at a
   time) after writing the manifest; writes ``grid.csv`` and ``grid.md``; returns the
   Markdown table. ``method_overrides``: see ``plan_grid``. ``run_all``: runs the planned
   runs instead, in any order or at once (``run_processes``), and returns each one's
   results (``results.load``) by its path. ``keep_finished`` (``--resume``): a run
-  already finished with the same config (``finished_results``) is kept, not started
+  already finished with the same config (``finished_results``; ``on_workers``: the runs
+  go to TFF workers, which decides the runtime ``auto`` means) is kept, not started
   again."""
   settings = settings or [Setting.parse('')]
   planned = plan_grid(config_path, overrides, names, settings, seeds, method_overrides)
@@ -212,7 +213,7 @@ def grid(config_path: str, overrides: list, names: list, settings: List[Setting]
   scores = {}  # Run path -> (final, last-10 accuracy).
   if keep_finished:
     for r in planned:
-      done = finished_results(os.path.join(out, r.path), r.config)
+      done = finished_results(os.path.join(out, r.path), r.config, on_workers)
       if done is not None:
         scores[r.path] = (done['final_accuracy'], done['last10_accuracy'])
   to_run = [r for r in planned if r.path not in scores]
@@ -233,9 +234,13 @@ def grid(config_path: str, overrides: list, names: list, settings: List[Setting]
   return _write_grid(out, seeds, names, settings, by_cell)
 
 
-def finished_results(run_dir: str, config: config_lib.ExperimentConfig) -> Optional[dict]:
-  """The results of the run finished in ``run_dir`` with exactly ``config``; None when it
-  has not finished (a run writes its results file last) or ran another config."""
+def finished_results(run_dir: str, config: config_lib.ExperimentConfig,
+                     on_workers: bool = False) -> Optional[dict]:
+  """The results of the run finished in ``run_dir`` with exactly ``config`` (its client
+  runtime resolved as the run resolved it: ``auto`` is recorded as the runtime it chose);
+  None when it has not finished (a run writes its results file last) or ran another
+  config."""
+  config = config_lib.resolve_client_runtime(config, on_workers)
   try:
     done = results_lib.load(run_dir)
   except (FileNotFoundError, UserError):
