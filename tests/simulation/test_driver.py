@@ -65,6 +65,7 @@ def test_logits_are_the_model_s_inference_call_in_batches():
   np.testing.assert_array_equal(logits, model.predict(x, batch_size=1024, verbose=0))
   np.testing.assert_array_equal(driver.logits_of(model, x[:7]),  # Traced once: any batch.
                                 model.predict(x[:7], batch_size=1024, verbose=0))
+  assert driver.logits_of(model, x[:0]).shape == (0, 3)
 
 
 @pytest.mark.slow

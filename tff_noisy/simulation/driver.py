@@ -104,8 +104,8 @@ def logits_of(model: tf.keras.Model, x: np.ndarray) -> np.ndarray:
   if key not in traced:
     traced[key] = tf.function(lambda batch: model(batch, training=False),
                               input_signature=[tf.TensorSpec((None, *x.shape[1:]), x.dtype)])
-  return np.concatenate([traced[key](x[i:i + _EVAL_BATCH]).numpy()
-                         for i in range(0, len(x), _EVAL_BATCH)])
+  return np.concatenate([traced[key](x[i:i + _EVAL_BATCH]).numpy()  # [0, C] for no x.
+                         for i in range(0, max(len(x), 1), _EVAL_BATCH)])
 
 
 def evaluate(model: tf.keras.Model, x: np.ndarray, y: np.ndarray) -> dict:
