@@ -251,9 +251,11 @@ def test_a_computation_not_in_mergeable_form_is_a_clear_error(two_workers):
 # --- training through the driver (slow) ----------------------------------------------------
 
 def _config(method='fedavg', rounds=3, *extra):
-  """The demo config, small: 6 clients, 3 a round (split 2 + 1 over two workers)."""
+  """The demo config, small: 6 clients, 3 a round (split 2 + 1 over two workers), on
+  ``tff`` (``auto`` is ``tff`` with workers; the local runs they must equal pin it too)."""
   return config_lib.load(_DEMO, [f'fl.rounds={rounds}', 'partition.num_clients=6',
-                                 f'method.name={method}', 'method.params={}', *extra])
+                                 f'method.name={method}', 'method.params={}',
+                                 'fl.client_runtime=tff', *extra])
 
 
 def _assert_same_run(run_dir, reference_dir, atol=1e-5):
