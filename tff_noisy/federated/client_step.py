@@ -4,8 +4,8 @@ TensorFlow only (no TFF), so the TFLite training export (``tflite_export.trainin
 compiles these very functions into its ``train`` and ``upload`` signatures, while the
 client kernel (``client_work.build_local_training``, which the ``tff`` and ``tf`` runtimes
 run) loops ``train_step`` over a client's batches. The stacked runtime
-(``runtime.stacked``) steps many clients' weight tensors at once and shares
-``regularized_gradients``.
+(``runtime.stacked``) steps many clients' weight tensors at once through the same
+``optimizer_step``.
 """
 
 from typing import Callable, Optional
@@ -29,16 +29,33 @@ def regularized_gradients(grads, trainable, initial_trainable, proximal_strength
   return grads
 
 
+def optimizer_step(optimizer, opt_state, trainable, grads, initial_trainable,
+                   objective: ClientObjective, context, hparams, weight_decay: float) -> tuple:
+  """``(opt_state, new trainable values)`` of one client step from the loss gradients
+  ``grads``: FedProx's proximal term and coupled weight decay (``regularized_gradients``)
+  and the objective's ``weight_gradients`` are added, ``optimizer.next`` (a
+  ``tff.learning.optimizers`` optimiser, functional on ``opt_state``) steps, and the new
+  weights take the objective's ``step_shift``. Assigns nothing: ``trainable`` may be
+  variables or (stacked) tensors."""
+  grads = regularized_gradients(grads, trainable, initial_trainable,
+                                objective.proximal_strength, weight_decay)
+  extra = objective.weight_gradients(trainable, initial_trainable, context, hparams)
+  if extra is not None:
+    grads = [g + e for g, e in zip(grads, extra)]
+  opt_state, new_trainable = optimizer.next(opt_state, tuple(trainable), tuple(grads))
+  shift = objective.step_shift(context, hparams)
+  if shift is not None:
+    new_trainable = [w + s for w, s in zip(new_trainable, shift)]
+  return opt_state, new_trainable
+
+
 def train_step(model: tf.keras.Model, forward: Callable, objective: ClientObjective,
                optimizer, opt_state, batch, context, hparams, initial_trainable,
                weight_decay: float, rows: Optional[tf.Tensor] = None) -> tuple:
   """One optimiser step of a client on ``batch``; assigns the model's trainable variables.
 
   The loss is the objective's mean per-example loss plus the model's regularisation
-  losses; its gradient gets FedProx's proximal term and coupled weight decay
-  (``regularized_gradients``) and the objective's ``weight_gradients`` before
-  ``optimizer.next`` (a ``tff.learning.optimizers`` optimiser, functional on
-  ``opt_state``), whose new weights take the objective's ``step_shift``.
+  losses; ``optimizer_step`` turns its gradient into the new weights.
   ``forward(x) -> (features or None, logits)``
   is the model in training mode. ``rows``: the batch's rows of the objective's trainable
   per-example state, whose gradient is returned (else None).
@@ -59,15 +76,9 @@ def train_step(model: tf.keras.Model, forward: Callable, objective: ClientObject
     grads, row_grads = tape.gradient(loss, (trainable, rows))
   else:
     grads, row_grads = tape.gradient(loss, trainable), None
-  grads = regularized_gradients(grads, trainable, initial_trainable,
-                                objective.proximal_strength, weight_decay)
-  extra = objective.weight_gradients(trainable, initial_trainable, context, hparams)
-  if extra is not None:
-    grads = [g + e for g, e in zip(grads, extra)]
-  opt_state, new_trainable = optimizer.next(opt_state, tuple(trainable), tuple(grads))
-  shift = objective.step_shift(context, hparams)
-  if shift is not None:
-    new_trainable = [w + s for w, s in zip(new_trainable, shift)]
+  opt_state, new_trainable = optimizer_step(optimizer, opt_state, trainable, grads,
+                                            initial_trainable, objective, context, hparams,
+                                            weight_decay)
   for variable, value in zip(trainable, new_trainable):
     variable.assign(value)
   return opt_state, loss, per_example, logits, row_grads

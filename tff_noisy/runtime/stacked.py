@@ -11,9 +11,9 @@ put in place of the model's variables for the call (``substituted``); ``pfor`` t
 per-client matmuls into batched ones (convolutions fall back to a loop inside the graph).
 
 The arithmetic is the client work's (``client_work.build_local_training``): the mean
-per-example loss of the objective over the batch's real examples, FedProx's proximal
-gradient and coupled weight decay (``client_step.regularized_gradients``), the client
-optimiser's step, the update ``initial - trained``; tests hold the two equal.
+per-example loss of the objective over the batch's real examples, the client's
+optimiser step (``client_step.optimizer_step``, the kernel's own), the update
+``initial - trained``; tests hold the two equal.
 
 Only what is exact when stacked is stacked (``unstackable_reason``): objectives whose
 loss is per example with no prologue, epilogue, state or reported metrics, and models
@@ -155,10 +155,9 @@ def build_stacked_training(model: tf.keras.Model, optimizer, objective: ClientOb
         loss = tf.reduce_sum(per_example) / tf.maximum(count, 1.0)
         if regularizers:  # The model's own losses, on this client's weights.
           loss += tf.add_n([regularizer(trainable[i]) for i, regularizer in regularizers])
-      grads = client_step_lib.regularized_gradients(
-          tape.gradient(loss, trainable), trainable, initial_trainable,
-          objective.proximal_strength, weight_decay)
-      new_opt_state, new_trainable = optimizer.next(opt_state, trainable, tuple(grads))
+      new_opt_state, new_trainable = client_step_lib.optimizer_step(
+          optimizer, opt_state, trainable, tape.gradient(loss, trainable), initial_trainable,
+          objective, {}, hparams, weight_decay)
       stepped = count > 0
       keep = lambda new, old: tf.where(stepped, new, old)  # pylint: disable=unnecessary-lambda-assignment
       trainable = tuple(keep(n, o) for n, o in zip(new_trainable, trainable))
