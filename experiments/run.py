@@ -35,12 +35,12 @@ from tff_noisy import config as config_lib
 from tff_noisy import device as device_lib
 from tff_noisy import errors
 from tff_noisy import methods
-from tff_noisy import report
 from tff_noisy import reproduce
 from tff_noisy import validation
 from tff_noisy import workers
 from tff_noisy.data import sources
 from tff_noisy.embeddings.cli import add_embed_command
+from tff_noisy.reporting import report
 from tff_noisy.simulation import run_dir
 from tff_noisy.simulation import run_processes
 from tff_noisy.simulation import studies

@@ -15,11 +15,11 @@ import sys
 import numpy as np
 import pytest
 
-from experiments import run as cli
 from tff_noisy import config as config_lib
-from tff_noisy import report
+from tff_noisy.reporting import report
 from tff_noisy.simulation import results as results_lib
 from tff_noisy.simulation import studies
+from experiments import run as cli
 
 _ROOT = os.path.join(os.path.dirname(__file__), '..')
 _RATES = {'client_000': 0.0, 'client_001': 0.1, 'client_002': 0.4, 'client_003': 0.6}

@@ -6,10 +6,11 @@ import textwrap
 
 import pytest
 
-from tff_noisy import reproduce
-from tff_noisy import report
 from tff_noisy import reporting
+from tff_noisy import reproduce
 from tff_noisy.errors import ConfigError
+from tff_noisy.reporting import paper_table
+from tff_noisy.reporting import report
 from tff_noisy.simulation import results as results_lib
 from tff_noisy.simulation import studies
 
@@ -151,7 +152,7 @@ def test_an_unstated_metric_is_reported_in_the_protocols_reading(toy, tmp_path, 
   run = reporting.Run(path='sym0.2/seed0/fedavg', method='fedavg', setting='sym0.2', seed=0,
                       results={'final_accuracy': 0.6, 'last10_accuracy': 0.65,
                                'rounds': [{'round': 1, 'test_accuracy': 0.7}]})
-  reproduce.render(w, {'sym0.2': {'fedavg': [run]}}, table.study('cpu'))
+  paper_table.render(w, {'sym0.2': {'fedavg': [run]}}, table.study('cpu'))
   text = '\n'.join(w.lines)
   assert 'ours in the metric this project reads it as (last round)' in text
   assert '| paper (unstated) | ours (final) | ours (last10) | ours (best) |' in text

@@ -10,7 +10,7 @@ import pytest
 
 from tff_noisy import config as config_lib
 from tff_noisy import methods
-from tff_noisy import report
+from tff_noisy.reporting import report
 from tff_noisy.simulation import driver
 
 _PACKAGE = {

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from tff_noisy import config as config_lib
-from tff_noisy import report
+from tff_noisy.reporting import report
 from tff_noisy.simulation import results as results_lib
 from tff_noisy.simulation import studies
 

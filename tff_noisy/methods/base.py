@@ -160,7 +160,7 @@ class Method:
     del round_num, metrics
     return state, {}
 
-  def report(self, round_num: int, state, store) -> dict:
+  def diagnose(self, round_num: int, state, store) -> dict:
     """Diagnostics once the round's client states are in ``store`` (read, never change).
 
     For per-client estimates the driver compares with the simulation truth (which the

@@ -1,7 +1,12 @@
-"""The building blocks of ``tff-noisy report``: a run as the report sees it, the Markdown
-writer, number formats, figures, and :class:`Section`, the part of the report a method's
-diagnostics render (each method's ``report.py``). matplotlib (Agg) is imported only to
-draw; never TensorFlow.
+"""Everything ``tff-noisy report`` writes, in one package; never TensorFlow.
+
+- this module: the building blocks, a run as the report sees it (:class:`Run`), the
+  Markdown writer, number formats, figures (matplotlib's Agg, imported only to draw) and
+  :class:`Section`, the part of the report a method's diagnostics render (each method
+  folder's ``report.py`` holds its sections, listed in its registry entry);
+- ``report``: the report of a run, compare or grid directory (``write_report``);
+- ``paper_table``: a reproduced table beside the paper's numbers (``tff-noisy
+  reproduce``'s grids).
 """
 
 import dataclasses

@@ -24,8 +24,8 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from tff_noisy import methods as registry
-from tff_noisy import reproduce
 from tff_noisy.errors import UserError
+from tff_noisy.reporting import paper_table
 from tff_noisy.reporting import (Estimate, Run, Writer, mean_std, num, pct,
                                  pearson, plot_scatter, pyplot, save, scalars, seed_label,
                                  slug, weights_estimate)
@@ -300,15 +300,15 @@ def _setting_title(layout: Layout, setting: Optional[str]) -> str:
 
 def _best_round(results: dict, final: float) -> str:
   """The best evaluated round and the fall from it to the last, against the papers'
-  regime (``reproduce.REGIME_FALL``)."""
+  regime (``paper_table.REGIME_FALL``)."""
   evaluated = [(r['test_accuracy'], r['round']) for r in results.get('rounds', [])
                if r.get('test_accuracy') is not None]
   best, at = max(evaluated, key=lambda pair: (pair[0], -pair[1]))
   fall = 100 * (best - final)
-  regime = 'in' if reproduce.in_regime(fall) else 'not in'
+  regime = 'in' if paper_table.in_regime(fall) else 'not in'
   return (f'Best {pct(mean_std([best]))}% at round {at}; it falls {fall:.1f} points from '
           f'there to the last round ({regime} the papers\' regime of a fall of at least '
-          f'{reproduce.REGIME_FALL:g}).')
+          f'{paper_table.REGIME_FALL:g}).')
 
 
 def _count(n: int, noun: str) -> str:
@@ -644,7 +644,7 @@ def _write(layout: Layout) -> Tuple[str, List[str]]:
   w = Writer(directory)
   _intro(w, layout)
   if layout.paper:
-    reproduce.render(w, groups, layout.paper)
+    paper_table.render(w, groups, layout.paper)
   _accuracy_section(w, layout, groups)
   _estimates_section(w, layout, groups)
   for section in registry.report_sections():

@@ -303,7 +303,7 @@ class Simulation:
       record.update(diagnostics_lib.score(diagnostics, self.truth))
       self.state, diagnostics = method.after_training(round_num, self.state, store)
       record.update(diagnostics_lib.score(diagnostics, self.truth))
-      record.update(diagnostics_lib.score(method.report(round_num, self.state, store),
+      record.update(diagnostics_lib.score(method.diagnose(round_num, self.state, store),
                                           self.truth))
       self.state, diagnostics = method.after_round(round_num, self.state, metrics)
       record.update(diagnostics)

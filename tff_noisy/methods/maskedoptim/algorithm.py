@@ -77,7 +77,7 @@ class MaskedOptim(base.Method):
       store.set_objective_state(cid, client)
     return state, {'detection': {'after_round': self.params.warmup_rounds, **record}}
 
-  def report(self, round_num, state, store) -> dict:
+  def diagnose(self, round_num, state, store) -> dict:
     if round_num < self.detection_round:
       return {}
     objective = self.process.objective
