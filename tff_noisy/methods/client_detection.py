@@ -5,7 +5,8 @@ With the global model after warm-up, a probe runs on *every* client with data (n
 a round's sample) and returns its per-class mean cross-entropy in inference mode (NaN for
 a class it lacks); the server fills, scales and votes over two-component GMM fits
 (``ops.detection``). Fewer than 2 clients, or a vote with one side empty, flag nobody
-(the record's ``status`` says why).
+(the record's ``status`` says why). ``DetectingMethod`` is the part of a method that
+runs the detection once and fixes each client's flag in its objective state.
 """
 
 import collections
@@ -14,6 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from tff_noisy.federated import probe
+from tff_noisy.methods import base
 from tff_noisy.ops import detection
 from tff_noisy.ops import detection_tf
 
@@ -67,3 +69,39 @@ class ClassLossDetection:
         'agreeing_fits': result.agreeing_fits, 'fits': result.fits,
         'class_losses': {cid: [None if np.isnan(v) else float(v) for v in row]
                          for cid, row in zip(probed, class_losses)}}
+
+
+class DetectingMethod(base.Method):
+  """A method that flags its noisy clients once, before round ``detection_round``
+  (T_w + 1, ``params.warmup_rounds``; ``params.gmm_fits`` GMM fits), with the global
+  model after warm-up, and keeps each flag in the client's objective state under
+  ``NOISY_KEY`` (checkpointed with the store, so a resumed run does not detect again)."""
+
+  NOISY_KEY = ''  # The objective state's flag entry; set by each subclass.
+
+  def __init__(self, process, params, setup):
+    super().__init__(process, params, setup)
+    self.detection = ClassLossDetection(setup, params.gmm_fits)
+    self._clients = {}  # client id -> (inputs, observed labels), set by prepare.
+
+  @property
+  def detection_round(self) -> int:
+    """The first round after detection: T_w + 1."""
+    return self.params.warmup_rounds + 1
+
+  def prepare(self, data, store) -> dict:
+    self._clients = {cid: (data.x[cid], self.labels(cid, data, store))
+                     for cid in data.client_ids}
+    return {}
+
+  def detect_noisy_clients(self, state, store) -> tuple:
+    """``({client id: flagged}, the detection record)``: the vote on every client with
+    data; each client's objective state restarts from ``initial_state`` with its flag."""
+    flags, record = self.detection.detect(self.process.get_model_weights(state),
+                                          self._clients)
+    objective = self.process.objective
+    for cid, (_, y) in self._clients.items():
+      client = objective.initial_state(y)
+      client[self.NOISY_KEY] = np.int32(flags.get(cid, False))
+      store.set_objective_state(cid, client)
+    return flags, {'after_round': self.params.warmup_rounds, **record}

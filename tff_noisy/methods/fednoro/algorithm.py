@@ -28,7 +28,6 @@ clients (``diagnostics.DaAggWeights``).
 import numpy as np
 import tensorflow as tf
 
-from tff_noisy.methods import base
 from tff_noisy.methods import client_detection
 from tff_noisy.methods.fednoro import objective as fednoro_objective
 from tff_noisy.methods.fednoro.diagnostics import DaAggWeights
@@ -36,28 +35,15 @@ from tff_noisy.methods.maskedoptim.diagnostics import NoisyClients
 from tff_noisy.ops import fednoro
 
 
-class FedNoRo(base.Method):
+class FedNoRo(client_detection.DetectingMethod):
   """Logit-adjusted warm-up, one GMM detection, distillation and DaAgg after it."""
+
+  NOISY_KEY = fednoro_objective.NOISY
+  _stage2 = False  # Whether the round before_round prepared is in stage 2.
 
   @classmethod
   def objective(cls, params, setup):
     return fednoro_objective.FedNoRoObjective(setup.num_classes, params.temperature)
-
-  def __init__(self, process, params, setup):
-    super().__init__(process, params, setup)
-    self.detection = client_detection.ClassLossDetection(setup, params.gmm_fits)
-    self._clients = {}  # client id -> (inputs, observed labels), set by prepare.
-    self._stage2 = False  # Whether the round before_round prepared is in stage 2.
-
-  @property
-  def detection_round(self) -> int:
-    """The first round of stage 2: T_w + 1."""
-    return self.params.warmup_rounds + 1
-
-  def prepare(self, data, store) -> dict:
-    self._clients = {cid: (data.x[cid], self.labels(cid, data, store))
-                     for cid in data.client_ids}
-    return {}
 
   def before_round(self, round_num, state, datasets_fn, store):
     self._stage2 = round_num >= self.detection_round
@@ -65,15 +51,8 @@ class FedNoRo(base.Method):
       return state, {}
     diagnostics = {}
     if round_num == self.detection_round:
-      flags, record = self.detection.detect(self.process.get_model_weights(state),
-                                            self._clients)
-      objective = self.process.objective
-      for cid, (_, y) in self._clients.items():
-        client = objective.initial_state(y)
-        client[fednoro_objective.NOISY] = np.int32(flags.get(cid, False))
-        store.set_objective_state(cid, client)
-      diagnostics.update(detection={'after_round': self.params.warmup_rounds, **record},
-                         noisy_clients=NoisyClients(flags))
+      flags, record = self.detect_noisy_clients(state, store)
+      diagnostics.update(detection=record, noisy_clients=NoisyClients(flags))
     params = self.params
     weight = fednoro.kd_weight(round_num, params.kd_weight, params.rampup_start,
                                params.rampup_end)

@@ -26,22 +26,21 @@ client's table), so a checkpoint carries 4·C bytes per training example (800 kB
 20,000 examples and 10 classes).
 
 Reports: ``detection`` (once: status, flagged clients, the vote and every client's
-class-loss vector) and, every round from T_w + 1 on (``report``), the flags and the
+class-loss vector) and, every round from T_w + 1 on (``diagnose``), the flags and the
 noisy clients' current corrected labels, which the driver scores against the simulation
 truth (``detection_truth``, ``label_estimate_accuracy``).
 """
 
-import numpy as np
-
-from tff_noisy.methods import base
 from tff_noisy.methods import client_detection
 from tff_noisy.methods.maskedoptim import objective as masked_optim
 from tff_noisy.methods.maskedoptim.diagnostics import LabelEstimates, NoisyClients
 from tff_noisy.ops import label_distribution
 
 
-class MaskedOptim(base.Method):
+class MaskedOptim(client_detection.DetectingMethod):
   """Warm-up, one GMM detection on all clients, label correction on the noisy ones."""
+
+  NOISY_KEY = masked_optim.NOISY
 
   @classmethod
   def objective(cls, params, setup):
@@ -50,32 +49,10 @@ class MaskedOptim(base.Method):
         label_lr=params.label_lr, label_scale=params.label_scale, zeta=params.zeta,
         mask=params.mask, variant=params.loss_variant, clip=params.logit_clip)
 
-  def __init__(self, process, params, setup):
-    super().__init__(process, params, setup)
-    self.detection = client_detection.ClassLossDetection(setup, params.gmm_fits)
-    self._clients = {}  # client id -> (inputs, observed labels), set by prepare.
-
-  @property
-  def detection_round(self) -> int:
-    """The first round after detection: T_w + 1."""
-    return self.params.warmup_rounds + 1
-
-  def prepare(self, data, store) -> dict:
-    self._clients = {cid: (data.x[cid], self.labels(cid, data, store))
-                     for cid in data.client_ids}
-    return {}
-
   def before_round(self, round_num, state, datasets_fn, store):
     if round_num != self.detection_round:
       return state, {}
-    flags, record = self.detection.detect(self.process.get_model_weights(state),
-                                          self._clients)
-    objective = self.process.objective
-    for cid, (_, y) in self._clients.items():
-      client = objective.initial_state(y)
-      client[masked_optim.NOISY] = np.int32(flags.get(cid, False))
-      store.set_objective_state(cid, client)
-    return state, {'detection': {'after_round': self.params.warmup_rounds, **record}}
+    return state, {'detection': self.detect_noisy_clients(state, store)[1]}
 
   def diagnose(self, round_num, state, store) -> dict:
     if round_num < self.detection_round:
