@@ -56,6 +56,9 @@ def test_every_public_name_resolves():
     ({'a': (np.zeros((2, 3)), [0, 1]), 'b': (np.zeros((2, 4)), [0, 1])},
      r"clients\['b'\] inputs: shape \(4,\)"),
     ({3: (np.zeros((2, 3)), [0, 1])}, 'client ids must be non-empty strings'),
+    ({'a': (np.array([[0.0, np.nan], [np.inf, 1.0]]), [0, 1])},
+     r"clients\['a'\] inputs: 2 values are NaN or infinite"),
+    ({'a': (np.array([['x', 'y']]), [0])}, r"clients\['a'\] inputs: expected numeric inputs"),
 ])
 def test_federated_data_names_the_wrong_argument(clients, match):
   with pytest.raises((TypeError, ValueError), match=match):
@@ -186,6 +189,14 @@ def test_process_steps_check_their_arguments():
   state, _ = process.next(state)
   with pytest.raises(ValueError, match='round 2 is the last'):
     process.next(state)
+  x, y = _data().x_test, _data().y_test
+  with pytest.raises(ValueError, match=r'x, y: expected inputs \[n, '):
+    process.evaluate(state, x[:, :2], y)
+  with pytest.raises(ValueError, match=r'x, y: expected inputs .* got \(4, .*\) and 3'):
+    process.evaluate(state, x[:4], y[:3])
+  with pytest.raises(ValueError, match=r'y: labels must be in \[0, num_classes='):
+    process.evaluate(state, x[:1], [99])
+  assert 0 <= process.evaluate(state, x, y)['test_accuracy'] <= 1
 
 
 def test_a_config_names_a_registered_model(monkeypatch):

@@ -61,8 +61,7 @@ def add_noise(labels: Sequence, num_classes: int, noise: Union[dict, config_lib.
   noise = _noise_config(noise, num_classes)
   if not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**32:
     raise ValueError(f'seed: expected an integer in [0, 2**32), got {seed!r}')
-  true = [custom._labels(y, f'labels[{m}]', num_classes)  # pylint: disable=protected-access
-          for m, y in enumerate(labels)]
+  true = [custom.labels(y, f'labels[{m}]', num_classes) for m, y in enumerate(labels)]
   noisy = noise_lib.apply_noise(true, num_classes, noise, int(seed))
   matrices = noise_lib.client_matrices(len(true), num_classes, noise, int(seed))
   flipped = [y != t for y, t in zip(noisy, true)]
@@ -251,9 +250,13 @@ class Process:
   def evaluate(self, state: ProcessState, x: np.ndarray, y: np.ndarray) -> dict:
     """Accuracy, macro-F1 and per-class accuracy of ``state``'s global model on (x, y)."""
     from tff_noisy.simulation import driver  # pylint: disable=import-outside-toplevel
+    x = custom.inputs(x, 'x')
+    y = custom.labels(y, 'y', self.data.num_classes)
+    if x.shape[1:] != tuple(self.data.input_shape) or len(x) != len(y):
+      raise ValueError(f'x, y: expected inputs [n, {", ".join(map(str, self.data.input_shape))}]'
+                       f' and n labels, got {x.shape} and {len(y)}')
     self.model_weights(state)  # Into the evaluation model.
-    return driver.evaluate(self._simulation.eval_model, np.asarray(x, np.float32),
-                           np.asarray(y, np.int64))
+    return driver.evaluate(self._simulation.eval_model, x, y)
 
   def save(self, state: ProcessState, directory: str) -> None:
     """Checkpoints ``state`` into ``directory`` (``restore`` reads it back exactly)."""

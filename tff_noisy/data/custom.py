@@ -29,16 +29,31 @@ def _arrays(value, what: str) -> np.ndarray:
     raise TypeError(f'{what}: expected an array, got {type(value).__name__} ({e})') from None
 
 
-def _labels(value, what: str, num_classes: Optional[int]) -> np.ndarray:
-  labels = _arrays(value, what)
-  if labels.ndim != 1 or not (labels.size == 0 or np.issubdtype(labels.dtype, np.integer)):
+def inputs(value, what: str) -> np.ndarray:
+  """``value`` as float32 inputs, refused when any is NaN or infinite (no client's
+  training or evaluation could use them)."""
+  array = _arrays(value, what)
+  try:
+    array = array.astype(np.float32)
+  except (TypeError, ValueError) as e:
+    raise TypeError(f'{what}: expected numeric inputs, got {array.dtype} ({e})') from None
+  bad = array.size - int(np.count_nonzero(np.isfinite(array)))
+  if bad:
+    raise ValueError(f'{what}: {bad} values are NaN or infinite; inputs must be finite')
+  return array
+
+
+def labels(value, what: str, num_classes: Optional[int]) -> np.ndarray:
+  """``value`` as int64 class labels, 1-D, in [0, ``num_classes``) when it is given."""
+  array = _arrays(value, what)
+  if array.ndim != 1 or not (array.size == 0 or np.issubdtype(array.dtype, np.integer)):
     raise TypeError(f'{what}: expected a 1-D array of integer class labels, got '
-                    f'{labels.dtype} of shape {labels.shape}')
-  if num_classes is not None and labels.size and (labels.min() < 0
-                                                  or labels.max() >= num_classes):
+                    f'{array.dtype} of shape {array.shape}')
+  if num_classes is not None and array.size and (array.min() < 0
+                                                 or array.max() >= num_classes):
     raise ValueError(f'{what}: labels must be in [0, num_classes={num_classes}), got '
-                     f'{labels.min()}..{labels.max()}')
-  return labels.astype(np.int64)
+                     f'{array.min()}..{array.max()}')
+  return array.astype(np.int64)
 
 
 def from_arrays(clients: Mapping[str, tuple], *, test: Optional[tuple] = None,
@@ -75,8 +90,8 @@ def from_arrays(clients: Mapping[str, tuple], *, test: Optional[tuple] = None,
     if not isinstance(pair, (tuple, list)) or len(pair) != 2:
       raise TypeError(f"clients['{cid}']: expected a pair (inputs, labels), got "
                       f'{type(pair).__name__}')
-    x[cid] = _arrays(pair[0], f"clients['{cid}'] inputs").astype(np.float32)
-    y[cid] = _labels(pair[1], f"clients['{cid}'] labels", num_classes)
+    x[cid] = inputs(pair[0], f"clients['{cid}'] inputs")
+    y[cid] = labels(pair[1], f"clients['{cid}'] labels", num_classes)
     if len(x[cid]) != len(y[cid]):
       raise ValueError(f"clients['{cid}']: {len(x[cid])} inputs but {len(y[cid])} labels")
   shapes = {cid: a.shape[1:] for cid, a in x.items()}
@@ -95,13 +110,13 @@ def from_arrays(clients: Mapping[str, tuple], *, test: Optional[tuple] = None,
   else:
     if not isinstance(test, (tuple, list)) or len(test) != 2:
       raise TypeError(f'test: expected a pair (inputs, labels), got {type(test).__name__}')
-    x_test = _arrays(test[0], 'test inputs').astype(np.float32)
-    y_test = _labels(test[1], 'test labels', num_classes)
+    x_test = inputs(test[0], 'test inputs')
+    y_test = labels(test[1], 'test labels', num_classes)
     if x_test.shape[1:] != input_shape or len(x_test) != len(y_test):
       raise ValueError(f'test: expected inputs [n, {", ".join(map(str, input_shape))}] and '
                        f'n labels, got {x_test.shape} and {len(y_test)}')
   if public_x is not None:
-    public_x = _arrays(public_x, 'public_x').astype(np.float32)
+    public_x = inputs(public_x, 'public_x')
     if public_x.shape[1:] != input_shape:
       raise ValueError(f'public_x: expected inputs of shape {input_shape} per example, '
                        f'got {public_x.shape[1:]}')
@@ -109,7 +124,7 @@ def from_arrays(clients: Mapping[str, tuple], *, test: Optional[tuple] = None,
   if true_labels is not None:
     if not isinstance(true_labels, Mapping) or set(true_labels) != set(x):
       raise ValueError('true_labels: expected a mapping with the same client ids as clients')
-    y_true = {cid: _labels(true_labels[cid], f"true_labels['{cid}']", num_classes)
+    y_true = {cid: labels(true_labels[cid], f"true_labels['{cid}']", num_classes)
               for cid in x}
     for cid in x:
       if len(y_true[cid]) != len(y[cid]):
