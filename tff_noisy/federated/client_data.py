@@ -70,21 +70,29 @@ class _SeededShuffle(dataset_ops.UnaryUnchangedStructureDataset):
     super().__init__(input_dataset, variant)
 
 
+@tf.function(input_signature=(tf.TensorSpec([None], tf.int64), tf.TensorSpec([None, 2], tf.int64),
+                              tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.int64)))
+def _concatenated_orders(sizes, seeds, passes, total):
+  """Every client's order, one after the other: ``flat_map`` over (size, seed pair) with
+  the shuffle op of ``ClientData.dataset`` repeated ``passes`` times; ``total`` > 0 is
+  their summed length. Traced once per process (the clients and passes are inputs)."""
+  pipeline = tf.data.Dataset.from_tensor_slices((sizes, seeds)).flat_map(
+      lambda n, seed: _SeededShuffle(tf.data.Dataset.range(n), tf.maximum(n, 1), seed[0],
+                                     seed[1]).repeat(passes))
+  return pipeline.batch(total).get_single_element()
+
+
 def batch_orders(clients: Sequence[ClientData], passes: int) -> list:
   """Each client's example indices in the order ``dataset().repeat(passes)`` yields them.
 
-  One pipeline for all clients: ``flat_map`` over (size, seed) with the shuffle op of
-  ``ClientData.dataset`` (which reshuffles on every pass), so the orders equal the
+  One pipeline for all clients (``_concatenated_orders``), so the orders equal the
   per-client pipelines' (``tests/federated/test_client_data.py``) at a fraction of
   their cost.
   """
   sizes = np.array([c.num_examples for c in clients], np.int64)
   seeds = np.array([random_seed.get_seed(c.shuffle_seed) for c in clients],
                    np.int64).reshape(-1, 2)  # Reads the global seed, as dataset() does.
-  pipeline = tf.data.Dataset.from_tensor_slices((sizes, seeds)).flat_map(
-      lambda n, seed: _SeededShuffle(tf.data.Dataset.range(n), tf.maximum(n, 1), seed[0],
-                                     seed[1]).repeat(passes))
   total = int(sizes.sum()) * passes
-  flat = (np.concatenate(list(pipeline.batch(max(total, 1)).as_numpy_iterator()))
+  flat = (_concatenated_orders(sizes, seeds, np.int64(passes), np.int64(total)).numpy()
           if total else np.zeros(0, np.int64))
   return np.split(flat, np.cumsum(sizes * passes)[:-1])
