@@ -305,10 +305,9 @@ def build(method: str, *, model_fn: Callable, data: FederatedData, rounds: int,
     **fl: the config's other ``fl`` fields: ``client_lr``, ``server_lr``,
       ``local_epochs``, ``batch_size``, ``client_optimizer``, ``client_runtime``, ...
   """
-  if not isinstance(method, str) or method not in methods.METHODS:
-    methods.resolve_params(str(method), {}, 1)  # The "did you mean" error.
+  spec = methods.METHODS.lookup(str(method))
   if isinstance(params, Params):
-    expected = methods.METHODS[method].params
+    expected = spec.params
     if type(params) is not expected:
       raise TypeError(f"params: method '{method}' takes {expected.__name__}, got "
                       f'{type(params).__name__}')
