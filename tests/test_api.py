@@ -200,7 +200,7 @@ def test_process_steps_check_their_arguments():
 
 
 def test_a_config_names_a_registered_model(monkeypatch):
-  monkeypatch.setattr(zoo, 'MODELS', dict(zoo.MODELS))  # Undo the registration.
+  monkeypatch.setattr(zoo, 'MODELS', zoo.MODELS.copy())  # Undo the registration.
   tff_noisy.register_model('tiny', lambda input_shape, num_classes: _model_fn())
   assert tff_noisy.load_config({'model': {'name': 'tiny'}}).model.name == 'tiny'
   with pytest.raises(ValueError, match="model 'tiny' is registered already"):

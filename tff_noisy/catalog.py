@@ -78,8 +78,8 @@ def _aggregators() -> Section:
 def _models() -> Section:
   helps = field_helps(config_lib.ModelConfig)
   return Section('model.name; options under model', tuple(
-      Choice(name, spec.summary, tuple(Param(option, default, helps.get(option, ''))
-                                       for option, default in spec.options.items()))
+      Choice(name, spec.summary, tuple(Param(p.name, p.default, helps.get(p.name, ''))
+                                       for p in _params(spec.params)))
       for name, spec in zoo.MODELS.items()))
 
 

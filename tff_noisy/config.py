@@ -351,8 +351,6 @@ def validate(config: ExperimentConfig) -> None:
            f'must be an integer in [0, 2**32 - 1], got {config.seed}')
   _require(config.device in DEVICES, 'device',
            f"must be one of {', '.join(DEVICES)}; got {config.device!r}")
-  if config.model.width is not None:
-    _require(config.model.width >= 1, 'model.width', f'must be >= 1, got {config.model.width}')
   fl = config.fl
   _require(1 <= fl.rounds <= MAX_ROUNDS, 'fl.rounds',
            f'must be in [1, {MAX_ROUNDS:,}] (the papers run up to 1,000; every round '
