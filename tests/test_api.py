@@ -127,6 +127,7 @@ def test_add_noise_returns_what_it_flipped():
     (([[0, 1]], 10, tff_noisy.NoiseConfig('symmetric', rate=1.4)), ConfigError,
      r'noise.rate: must be in \[0, 1\], got 1.4'),
     (([[0, 1]], 10, {'name': 'symetric'}), ConfigError, 'noise.name'),
+    (([[0, 1]], 10, {'name': 'real'}), ConfigError, "noise.name: real takes a dataset's own"),
     (([[0, 1]], 10, {'name': 'symmetric', 'rat': 0.1}), ConfigError, "did you mean 'rate'"),
     (([[0, 11]], 10, {'name': 'symmetric'}), ValueError, r'labels\[0\]: labels must be in'),
     ((np.zeros(3, int), 10, {'name': 'symmetric'}), TypeError, 'labels: expected a non-empty'),

@@ -12,6 +12,7 @@ from tff_noisy import config as config_lib
 from tff_noisy import methods
 from tff_noisy import zoo
 from tff_noisy.data import noise
+from tff_noisy.data import params as data_params
 from tff_noisy.data import partition
 from tff_noisy.data import sources
 from tff_noisy.errors import UserError
@@ -118,7 +119,8 @@ def test_noise_models_show_the_fields_they_read_with_noiseconfig_defaults():
   defaults = _defaults(config_lib.NoiseConfig)
   used = set()
   for choice in catalog.section('noise').choices:
-    assert tuple(p.name for p in choice.params) == noise.NOISE_MODELS[choice.name].fields
+    assert tuple(p.name for p in choice.params) == data_params.field_names(
+        noise.NOISE_MODELS[choice.name].params)
     assert all(p.default == defaults[p.name] for p in choice.params)
     used.update(p.name for p in choice.params)
   assert used == set(defaults) - {'name'}  # Every field belongs to some model.

@@ -14,6 +14,7 @@ from tff_noisy import config as config_lib
 from tff_noisy import methods
 from tff_noisy import zoo
 from tff_noisy.data import noise
+from tff_noisy.data import params as data_params
 from tff_noisy.data import partition
 from tff_noisy.data import sources
 from tff_noisy.errors import UserError
@@ -84,36 +85,28 @@ def _models() -> Section:
 
 
 def _datasets() -> Section:
-  choices = []
-  for name, spec in sources.DATASETS.items():
-    shape = 'x'.join(str(d) for d in spec.input_shape)
-    columns = (f"; noise.real_labels: {', '.join(spec.noisy_label_columns)}"
-               if spec.noisy_label_columns else '')
-    choices.append(Choice(name, f'{spec.num_classes} classes, input {shape}: '
-                                f'{spec.summary}{columns}'))
-  return Section('data.dataset', tuple(choices))
+  return Section('data.dataset', tuple(Choice(name, spec.listing())
+                                       for name, spec in sources.DATASETS.items()))
 
 
 def _noise() -> Section:
   return Section('noise.name; fields under noise', tuple(
-      Choice(name, model.summary, _params(config_lib.NoiseConfig, model.fields))
+      Choice(name, model.summary, _params(config_lib.NoiseConfig,
+                                          data_params.field_names(model.params)))
       for name, model in noise.NOISE_MODELS.items()))
 
 
 def _partitions() -> Section:
   return Section('partition.name; fields under partition', tuple(
-      Choice(name, split.summary, _params(config_lib.PartitionConfig, split.fields))
+      Choice(name, split.summary, _params(config_lib.PartitionConfig,
+                                          data_params.field_names(split.params)))
       for name, split in partition.PARTITIONS.items()))
 
 
-# faults.behaviour -> the faults fields it reads besides dropout and byzantine.
-_FAULT_FIELDS = {'scale': ('factor',), 'gaussian': ('std',)}
-
-
 def _faults() -> Section:
-  choices = tuple(Choice(name, f'a Byzantine client sends {summary}',
-                         _params(config_lib.FaultsConfig, _FAULT_FIELDS.get(name, ())))
-                  for name, summary in faults.BEHAVIOURS.items())
+  choices = tuple(Choice(name, entry.summary, _params(
+      config_lib.FaultsConfig, data_params.field_names(entry.params) if entry.params else ()))
+                  for name, entry in faults.BEHAVIOURS.items())
   return Section('faults.behaviour; fields under faults', choices,
                  _params(config_lib.FaultsConfig, ('dropout', 'byzantine')))
 

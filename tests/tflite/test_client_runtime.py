@@ -28,7 +28,8 @@ def _config(cache, runtime, **fl):
 
 
 def test_bad_runtime_is_a_config_error():
-  with pytest.raises(ConfigError, match="fl.client_runtime: must be one of auto, tff, tf, tflite"):
+  with pytest.raises(ConfigError, match="fl.client_runtime: unknown client runtime 'litert'; "
+                                        "did you mean 'tflite'"):
     config_lib.from_dict({'fl': {'client_runtime': 'litert'}})
 
 
