@@ -15,6 +15,7 @@ from tff_noisy.data import noise
 from tff_noisy.data import params as data_params
 from tff_noisy.data import partition
 from tff_noisy.data import sources
+from tff_noisy.embeddings.params import ENCODERS
 from tff_noisy.errors import UserError
 from tff_noisy.federated import aggregators
 from tff_noisy.ops import faults
@@ -29,6 +30,8 @@ _REGISTRIES = {
     'noise': noise.NOISE_MODELS,
     'partitions': partition.PARTITIONS,
     'faults': faults.BEHAVIOURS,
+    'runtimes': config_lib.CLIENT_RUNTIMES,
+    'encoders': ENCODERS,
 }
 
 
@@ -174,7 +177,7 @@ def test_unknown_section_names_the_allowed_ones(name, hint):
     catalog.section(name)
   assert str(error.value) == (f"list: unknown section '{name}'{hint} Allowed: methods, "
                               'aggregators, models, datasets, noise, partitions, faults, '
-                              'config')
+                              'runtimes, encoders, config')
 
 
 def test_cli_list(capsys):
@@ -186,7 +189,8 @@ def test_cli_list(capsys):
   assert exit_info.value.code == 2
   assert capsys.readouterr().err == (
       "tff-noisy: error: list: unknown section 'model'; did you mean 'models'? Allowed: "
-      'methods, aggregators, models, datasets, noise, partitions, faults, config\n')
+      'methods, aggregators, models, datasets, noise, partitions, faults, runtimes, encoders, '
+      'config\n')
   cli.main(['list', 'config'])
   assert capsys.readouterr().out == catalog.config_defaults() + '\n'
   cli.main(['list', '--markdown'])
