@@ -11,7 +11,8 @@
   tff-noisy export RUN_DIR --quantize none|float16|dynamic|int8 [--out F] [--verify]
   tff-noisy embed pretrain|evaluate --dataset NAME ...
   tff-noisy evaluate RUN_DIR
-  tff-noisy list [methods|aggregators|models|datasets|noise|partitions]
+  tff-noisy list [methods|aggregators|models|datasets|noise|partitions|faults|runtimes|
+      encoders|config]
   tff-noisy report DIR   (a run, compare or grid directory: writes DIR/report.md + PNGs)
   tff-noisy reproduce PAPER [--table T] [--scale cpu|paper] [--settings S,..] [--methods M,..]
       [--seeds 0,1,2] [--set ...] --out DIR [--resume | --overwrite] [--jobs N];

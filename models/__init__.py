@@ -2,9 +2,9 @@
 
 ``build_model(name, input_shape, num_classes, **options)`` builds one;
 ``check_model_fits`` runs the same checks without building (config validation).
-The TensorFlow-free table ``tff_noisy.zoo.MODELS`` names the models, their options and
-the options' defaults; the modules here build them (each ``build`` takes exactly its
-model's options, keyword-only and without defaults).
+The TensorFlow-free registry ``tff_noisy.zoo.MODELS`` names the models, their options and
+the options' defaults; the modules here build them (each entry's target is its module's
+``build``, which takes exactly its model's options, keyword-only and without defaults).
 Every model's classification head is a layer named ``'logits'``;
 ``features_and_logits`` exposes its input (the penultimate features) as well.
 """
@@ -16,7 +16,6 @@ import tensorflow as tf
 
 from models import audio
 from models import cnn9
-from models import layers
 from models import mlp
 from models import mnist_cnn
 from models import pooled_cnn
@@ -43,10 +42,6 @@ MODEL_NAMES = tuple(_MODULES)  # The zoo's own models; ``zoo.register`` adds oth
 LOGITS_LAYER = 'logits'  # Every model's classification head.
 
 
-def _options(name: str) -> list:
-  return list(zoo.MODELS[name].options)
-
-
 def _as_shape(input_shape) -> tuple:
   try:
     shape = tuple(operator.index(d) for d in input_shape)
@@ -59,43 +54,31 @@ def _as_shape(input_shape) -> tuple:
 
 
 def check_model_fits(name: str, input_shape: tuple, num_classes: int,
-                     **options) -> None:
-  """Raises ValueError unless model ``name`` builds for these arguments."""
-  if name not in zoo.MODELS:
-    raise ValueError(f'unknown model {name!r}; allowed: '
-                     f'{", ".join(zoo.MODELS)}')
+                     **options) -> dict:
+  """Raises ValueError unless model ``name`` builds for these arguments (a ConfigError,
+  ``zoo.resolve_options``'s, for a name or an option it does not take); returns its
+  options with the defaults filled in."""
+  options = zoo.resolve_options(name, options)
   shape = _as_shape(input_shape)
   if (isinstance(num_classes, bool) or
       not isinstance(num_classes, numbers.Integral) or num_classes < 2):
     raise ValueError('num_classes must be an integer >= 2, got '
                      f'{num_classes!r}')
-  unknown = sorted(set(options) - set(_options(name)))
-  if unknown:
-    raise ValueError(f'model {name!r} has no option {", ".join(unknown)}; its '
-                     f'options: {", ".join(_options(name)) or "none"}')
-  if name not in _MODULES:  # Registered from outside: its builder checks the rest.
-    return
-  module = _MODULES[name]
-  if not module.fits(shape):
+  if name in _MODULES and not _MODULES[name].fits(shape):  # Else its builder checks.
     raise ValueError(f'model {name!r} does not fit input shape {shape}: it '
-                     f'needs {module.REQUIRES}')
-  if 'norm' in options:
-    layers.check_norm(options['norm'])
-  if 'width' in options:
-    mlp.check_width(options['width'])
+                     f'needs {_MODULES[name].REQUIRES}')
+  return options
 
 
 def build_model(name: str, input_shape: tuple, num_classes: int,
                 **options) -> tf.keras.Model:
   """Builds model ``name`` for inputs of ``input_shape`` (no batch axis)."""
-  check_model_fits(name, input_shape, num_classes, **options)
-  spec = zoo.MODELS[name]
-  if spec.builder is not None:
-    return checked_model(spec.builder(_as_shape(input_shape), num_classes,
-                                      **{**spec.options, **options}),
-                         f'model {name!r}', _as_shape(input_shape), num_classes)
-  return _MODULES[name].build(_as_shape(input_shape), num_classes,
-                              **{**zoo.MODELS[name].options, **options})
+  options = check_model_fits(name, input_shape, num_classes, **options)
+  shape = _as_shape(input_shape)
+  model = zoo.MODELS[name].resolve()(shape, num_classes, **options)
+  if name in _MODULES:
+    return model
+  return checked_model(model, f'model {name!r}', shape, num_classes)
 
 
 def checked_model(model, what: str, input_shape: tuple, num_classes: int) -> tf.keras.Model:

@@ -3,7 +3,7 @@
 import numpy as np
 import tensorflow as tf
 
-NORMS = ('group', 'batch')
+from tff_noisy.zoo import NORMS
 
 
 def check_norm(norm: str) -> None:

@@ -10,12 +10,6 @@ def fits(input_shape: tuple) -> bool:
   return True
 
 
-def check_width(width) -> None:
-  """Raises ValueError unless ``width`` is a positive integer."""
-  if isinstance(width, bool) or not isinstance(width, int) or width < 1:
-    raise ValueError(f'width must be a positive integer, got {width!r}')
-
-
 def build(input_shape: tuple, num_classes: int, *, width: int) -> tf.keras.Model:
   """Flatten -> Dense(width, relu) -> Dense(num_classes) logits (checked by the registry)."""
   inputs = tf.keras.Input(shape=input_shape)

@@ -127,6 +127,7 @@ def test_add_noise_returns_what_it_flipped():
     (([[0, 1]], 10, tff_noisy.NoiseConfig('symmetric', rate=1.4)), ConfigError,
      r'noise.rate: must be in \[0, 1\], got 1.4'),
     (([[0, 1]], 10, {'name': 'symetric'}), ConfigError, 'noise.name'),
+    (([[0, 1]], 10, {'name': 'real'}), ConfigError, "noise.name: real takes a dataset's own"),
     (([[0, 1]], 10, {'name': 'symmetric', 'rat': 0.1}), ConfigError, "did you mean 'rate'"),
     (([[0, 11]], 10, {'name': 'symmetric'}), ValueError, r'labels\[0\]: labels must be in'),
     ((np.zeros(3, int), 10, {'name': 'symmetric'}), TypeError, 'labels: expected a non-empty'),
@@ -200,7 +201,7 @@ def test_process_steps_check_their_arguments():
 
 
 def test_a_config_names_a_registered_model(monkeypatch):
-  monkeypatch.setattr(zoo, 'MODELS', dict(zoo.MODELS))  # Undo the registration.
+  monkeypatch.setattr(zoo, 'MODELS', zoo.MODELS.copy())  # Undo the registration.
   tff_noisy.register_model('tiny', lambda input_shape, num_classes: _model_fn())
   assert tff_noisy.load_config({'model': {'name': 'tiny'}}).model.name == 'tiny'
   with pytest.raises(ValueError, match="model 'tiny' is registered already"):

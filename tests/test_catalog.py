@@ -12,8 +12,10 @@ from tff_noisy import config as config_lib
 from tff_noisy import methods
 from tff_noisy import zoo
 from tff_noisy.data import noise
+from tff_noisy.data import params as data_params
 from tff_noisy.data import partition
 from tff_noisy.data import sources
+from tff_noisy.embeddings.params import ENCODERS
 from tff_noisy.errors import UserError
 from tff_noisy.federated import aggregators
 from tff_noisy.ops import faults
@@ -28,6 +30,8 @@ _REGISTRIES = {
     'noise': noise.NOISE_MODELS,
     'partitions': partition.PARTITIONS,
     'faults': faults.BEHAVIOURS,
+    'runtimes': config_lib.CLIENT_RUNTIMES,
+    'encoders': ENCODERS,
 }
 
 
@@ -118,7 +122,8 @@ def test_noise_models_show_the_fields_they_read_with_noiseconfig_defaults():
   defaults = _defaults(config_lib.NoiseConfig)
   used = set()
   for choice in catalog.section('noise').choices:
-    assert tuple(p.name for p in choice.params) == noise.NOISE_MODELS[choice.name].fields
+    assert tuple(p.name for p in choice.params) == data_params.field_names(
+        noise.NOISE_MODELS[choice.name].params)
     assert all(p.default == defaults[p.name] for p in choice.params)
     used.update(p.name for p in choice.params)
   assert used == set(defaults) - {'name'}  # Every field belongs to some model.
@@ -172,7 +177,7 @@ def test_unknown_section_names_the_allowed_ones(name, hint):
     catalog.section(name)
   assert str(error.value) == (f"list: unknown section '{name}'{hint} Allowed: methods, "
                               'aggregators, models, datasets, noise, partitions, faults, '
-                              'config')
+                              'runtimes, encoders, config')
 
 
 def test_cli_list(capsys):
@@ -184,7 +189,8 @@ def test_cli_list(capsys):
   assert exit_info.value.code == 2
   assert capsys.readouterr().err == (
       "tff-noisy: error: list: unknown section 'model'; did you mean 'models'? Allowed: "
-      'methods, aggregators, models, datasets, noise, partitions, faults, config\n')
+      'methods, aggregators, models, datasets, noise, partitions, faults, runtimes, encoders, '
+      'config\n')
   cli.main(['list', 'config'])
   assert capsys.readouterr().out == catalog.config_defaults() + '\n'
   cli.main(['list', '--markdown'])

@@ -25,7 +25,7 @@ def taylor(tmp_path, monkeypatch):
   (package / '__init__.py').write_text('')
   (package / 'taylor.py').write_text(code)
   monkeypatch.syspath_prepend(str(tmp_path))
-  monkeypatch.setattr(methods, 'METHODS', dict(methods.METHODS))  # Undo the registration.
+  monkeypatch.setattr(methods, 'METHODS', methods.METHODS.copy())  # Undo the registration.
   __import__('my_package.taylor')
   yield sys.modules['my_package.taylor']
   for name in ('my_package.taylor', 'my_package'):
@@ -33,7 +33,7 @@ def taylor(tmp_path, monkeypatch):
 
 
 def test_the_example_method_registers_validates_and_computes_its_loss(taylor):
-  assert methods.method_class('taylor_ce') is taylor.Taylor
+  assert methods.METHODS['taylor_ce'].resolve() is taylor.Taylor
   assert methods.resolve_params('taylor_ce', {}, rounds=5).order == 2
   with pytest.raises(ConfigError, match='method.params.order: needs an integer >= 1'):
     methods.resolve_params('taylor_ce', {'order': 0}, rounds=5)

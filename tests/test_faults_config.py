@@ -17,7 +17,8 @@ _CONFIG = os.path.join(os.path.dirname(__file__), '..', 'experiments', 'configs'
     ('faults.dropout=1', 'faults.dropout: must be in [0, 1), got 1.0'),
     ('faults.byzantine=-0.1', 'faults.byzantine: must be in [0, 1], got -0.1'),
     ('faults.behaviour=flip',
-     "faults.behaviour: must be one of scale, sign_flip, gaussian, nan; got 'flip'"),
+     "faults.behaviour: unknown behaviour 'flip'; did you mean 'sign_flip'? Allowed: scale, "
+     'sign_flip, gaussian, nan'),
     ('faults.std=-1', 'faults.std: must be a finite number >= 0, got -1.0'),
     ('faults.factor=.inf', 'faults.factor: must be a finite number, got inf'),
     ('faults.dropout=yes', 'faults.dropout: expected a number, got True'),

@@ -14,8 +14,8 @@ PACKAGES = ('tff_noisy', 'models', 'tflite_export', 'experiments')
 # Bottom to top. A module belongs to the longest prefix listed (``tff_noisy.reporting``
 # alone is the report's building blocks, which method folders draw with).
 LAYERS = (
-    ('foundations', ('tff_noisy.errors', 'tff_noisy.params', 'tff_noisy.files',
-                     'tff_noisy.yamlio', 'tff_noisy.cuda', 'tff_noisy.device',
+    ('foundations', ('tff_noisy.errors', 'tff_noisy.params', 'tff_noisy.registry',
+                     'tff_noisy.files', 'tff_noisy.yamlio', 'tff_noisy.cuda', 'tff_noisy.device',
                      'tff_noisy.tff_runtime', 'tff_noisy.reporting')),
     ('maths and tables', ('tff_noisy.ops', 'tff_noisy.zoo', 'tff_noisy.diagnostics',
                           'tff_noisy.workers')),

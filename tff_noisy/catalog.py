@@ -1,21 +1,24 @@
 """``tff-noisy list``: every choice a config can name, with its parameters and defaults.
 
-Built from the registries that config validation uses, so it imports no TensorFlow:
-``methods.METHODS`` and their ``Params`` dataclasses, the aggregators, the model zoo's
-table (``zoo``), ``sources.DATASETS``, ``noise.NOISE_MODELS``,
-``partition.PARTITIONS`` and the simulated faults' ``ops.faults.BEHAVIOURS``. A
-parameter's description is its field's help (``params.described``).
+Built from the registries that config validation uses (``registry.Registry``), so it
+imports no TensorFlow: each section lists one registry's names, each with its entry's
+listing line and the fields of its ``Params`` class. A parameter's default and
+description are its field's (``params.described``), else those of the config field of
+the same name in the registry's section (``noise.rate``: ``NoiseConfig.rate``).
 """
 
 import dataclasses
+import typing
 from typing import Optional
 
 from tff_noisy import config as config_lib
 from tff_noisy import methods
+from tff_noisy import registry
 from tff_noisy import zoo
 from tff_noisy.data import noise
 from tff_noisy.data import partition
 from tff_noisy.data import sources
+from tff_noisy.embeddings.params import ENCODERS
 from tff_noisy.errors import UserError
 from tff_noisy.federated import aggregators
 from tff_noisy.ops import faults
@@ -49,84 +52,55 @@ def field_helps(cls) -> dict:
 
 
 def _default(field: dataclasses.Field):
+  """The field's default (``dataclasses.MISSING`` if it has none)."""
   if field.default_factory is not dataclasses.MISSING:
     return field.default_factory()
   return field.default
 
 
-def _params(cls, names: Optional[tuple] = None) -> tuple:
-  """The fields of dataclass ``cls`` (those in ``names``, in that order) as Params."""
+def _params(cls, names: Optional[tuple] = None, config_section=None) -> tuple:
+  """The fields of dataclass ``cls`` (those in ``names``, in that order) as Params; a
+  field without a default or help takes those of dataclass ``config_section``'s field of
+  its name."""
   fields = {f.name: f for f in dataclasses.fields(cls)}
-  return tuple(Param(name, _default(fields[name]), help_of(fields[name]))
-               for name in (fields if names is None else names))
+  config_fields = ({f.name: f for f in dataclasses.fields(config_section)}
+                   if config_section else {})
+  params = []
+  for name in (fields if names is None else names):
+    field, default = fields[name], _default(fields[name])
+    config_field = config_fields.get(name, field)
+    params.append(Param(name, _default(config_field) if default is dataclasses.MISSING
+                        else default, help_of(field) or help_of(config_field)))
+  return tuple(params)
 
 
-def _methods() -> Section:
-  choices = []
-  for name, spec in methods.METHODS.items():
-    public = ' (needs data.public_fraction > 0)' if spec.needs_public_split else ''
-    choices.append(Choice(name, spec.summary + public, _params(spec.params)))
-  return Section('method.name; parameters under method.params', tuple(choices))
-
-
-def _aggregators() -> Section:
-  return Section('fl.aggregator; parameters under fl.aggregator_params', tuple(
-      Choice(name, spec.summary, _params(spec.params))
-      for name, spec in aggregators.AGGREGATORS.items()))
-
-
-def _models() -> Section:
-  helps = field_helps(config_lib.ModelConfig)
-  return Section('model.name; options under model', tuple(
-      Choice(name, spec.summary, tuple(Param(option, default, helps.get(option, ''))
-                                       for option, default in spec.options.items()))
-      for name, spec in zoo.MODELS.items()))
-
-
-def _datasets() -> Section:
-  choices = []
-  for name, spec in sources.DATASETS.items():
-    shape = 'x'.join(str(d) for d in spec.input_shape)
-    columns = (f"; noise.real_labels: {', '.join(spec.noisy_label_columns)}"
-               if spec.noisy_label_columns else '')
-    choices.append(Choice(name, f'{spec.num_classes} classes, input {shape}: '
-                                f'{spec.summary}{columns}'))
-  return Section('data.dataset', tuple(choices))
-
-
-def _noise() -> Section:
-  return Section('noise.name; fields under noise', tuple(
-      Choice(name, model.summary, _params(config_lib.NoiseConfig, model.fields))
-      for name, model in noise.NOISE_MODELS.items()))
-
-
-def _partitions() -> Section:
-  return Section('partition.name; fields under partition', tuple(
-      Choice(name, split.summary, _params(config_lib.PartitionConfig, split.fields))
-      for name, split in partition.PARTITIONS.items()))
-
-
-# faults.behaviour -> the faults fields it reads besides dropout and byzantine.
-_FAULT_FIELDS = {'scale': ('factor',), 'gaussian': ('std',)}
-
-
-def _faults() -> Section:
-  choices = tuple(Choice(name, f'a Byzantine client sends {summary}',
-                         _params(config_lib.FaultsConfig, _FAULT_FIELDS.get(name, ())))
-                  for name, summary in faults.BEHAVIOURS.items())
-  return Section('faults.behaviour; fields under faults', choices,
-                 _params(config_lib.FaultsConfig, ('dropout', 'byzantine')))
-
-
+# Section -> the registry it lists, what its title adds to the registry's field, and the
+# fields every choice reads.
 SECTIONS = {
-    'methods': _methods,
-    'aggregators': _aggregators,
-    'models': _models,
-    'datasets': _datasets,
-    'noise': _noise,
-    'partitions': _partitions,
-    'faults': _faults,
+    'methods': (methods.METHODS, '; parameters under method.params', ()),
+    'aggregators': (aggregators.AGGREGATORS, '; parameters under fl.aggregator_params', ()),
+    'models': (zoo.MODELS, '; options under model', ()),
+    'datasets': (sources.DATASETS, '', ()),
+    'noise': (noise.NOISE_MODELS, '; fields under noise', ()),
+    'partitions': (partition.PARTITIONS, '; fields under partition', ()),
+    'faults': (faults.BEHAVIOURS, '; fields under faults', ('dropout', 'byzantine')),
+    'runtimes': (config_lib.CLIENT_RUNTIMES, '', ()),
+    'encoders': (ENCODERS, '; any other value is a TF-Hub handle or a SavedModel directory',
+                 ()),
 }
+
+
+def _section(choices: registry.Registry, note: str, fields: tuple) -> Section:
+  """The section of registry ``choices``: every name with its entry's listing and
+  parameters, then ``fields`` of the config section the registry's field is in."""
+  config_section = typing.get_type_hints(config_lib.ExperimentConfig)[
+      choices.field.split('.')[0]]
+  return Section(choices.field + note, tuple(
+      Choice(name, entry.listing(),
+             _params(entry.params, config_section=config_section) if entry.params else ())
+      for name, entry in choices.items()), _params(config_section, fields))
+
+
 CONFIG = 'config'  # ``tff-noisy list config``: every config field with its default.
 REFERENCE = 'docs/configuration.md'  # ``tff-noisy list --markdown`` writes its text.
 
@@ -136,7 +110,7 @@ def section(name: str) -> Section:
   if name not in SECTIONS:
     raise UserError(f"list: unknown section '{name}'{did_you_mean(name, [*SECTIONS, CONFIG])}"
                     f" Allowed: {', '.join([*SECTIONS, CONFIG])}")
-  return SECTIONS[name]()
+  return _section(*SECTIONS[name])
 
 
 def value_text(value) -> str:

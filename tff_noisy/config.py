@@ -14,6 +14,7 @@ import math
 import typing
 from typing import Any, Optional
 
+from tff_noisy import registry
 from tff_noisy import yamlio
 from tff_noisy.device import DEVICES
 from tff_noisy.errors import ConfigError  # pylint: disable=unused-import (re-exported)
@@ -177,10 +178,17 @@ class ExperimentConfig:
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
-# Where clients can train (fl.client_runtime), built by ``tff_noisy.runtime``; a config
-# may also say 'auto', which ``resolve_client_runtime`` makes one of these before a run.
-CLIENT_RUNTIMES = ('tff', 'tf', 'tflite')
+# Where clients can train (fl.client_runtime), built by ``tff_noisy.runtime``;
+# ``resolve_client_runtime`` makes 'auto' one of the others before a run.
 AUTO_RUNTIME = 'auto'
+CLIENT_RUNTIMES = registry.Registry('fl.client_runtime', 'client runtime', {
+    AUTO_RUNTIME: registry.Entry('tf, or tff with --workers (the default)'),
+    'tff': registry.Entry("Clients train in TFF's C++ worker_binary (CPU only); the one "
+                          'runtime of --workers'),
+    'tf': registry.Entry("Clients train in this process's TensorFlow (GPU when it sees one), "
+                         'many clients per graph call where that is exact'),
+    'tflite': registry.Entry('Clients train in the TFLite interpreter (the on-device model)'),
+})
 
 # fl.rounds at most: 100x the longest paper protocol (1,000 rounds); more is a typo.
 MAX_ROUNDS = 100_000
@@ -351,8 +359,6 @@ def validate(config: ExperimentConfig) -> None:
            f'must be an integer in [0, 2**32 - 1], got {config.seed}')
   _require(config.device in DEVICES, 'device',
            f"must be one of {', '.join(DEVICES)}; got {config.device!r}")
-  if config.model.width is not None:
-    _require(config.model.width >= 1, 'model.width', f'must be >= 1, got {config.model.width}')
   fl = config.fl
   _require(1 <= fl.rounds <= MAX_ROUNDS, 'fl.rounds',
            f'must be in [1, {MAX_ROUNDS:,}] (the papers run up to 1,000; every round '
@@ -378,10 +384,7 @@ def validate(config: ExperimentConfig) -> None:
            f'must be >= 1, got {fl.checkpoint_every}')
   _require(0 <= fl.weight_decay < math.inf, 'fl.weight_decay',
            f'must be a finite number >= 0, got {fl.weight_decay}')
-  runtimes = (AUTO_RUNTIME,) + CLIENT_RUNTIMES
-  if fl.client_runtime not in runtimes:
-    _require(False, 'fl.client_runtime', f"must be one of {', '.join(runtimes)}; "
-             f"got '{fl.client_runtime}'{did_you_mean(fl.client_runtime, runtimes)}")
+  CLIENT_RUNTIMES.lookup(fl.client_runtime)
   _check_gpu_runtime(config.device, fl.client_runtime)
   if fl.clients_per_call is not None:
     _require(fl.clients_per_call >= 1, 'fl.clients_per_call',
@@ -391,8 +394,7 @@ def validate(config: ExperimentConfig) -> None:
            f'must be in [0, 1), got {faults.dropout}')
   _require(0.0 <= faults.byzantine <= 1.0, 'faults.byzantine',
            f'must be in [0, 1], got {faults.byzantine}')
-  _require(faults.behaviour in faults_lib.BEHAVIOURS, 'faults.behaviour',
-           f"must be one of {', '.join(faults_lib.BEHAVIOURS)}; got {faults.behaviour!r}")
+  faults_lib.BEHAVIOURS.lookup(faults.behaviour)
   _require(math.isfinite(faults.factor), 'faults.factor',
            f'must be a finite number, got {faults.factor}')
   _require(faults.std >= 0 and math.isfinite(faults.std), 'faults.std',

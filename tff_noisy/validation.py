@@ -45,7 +45,7 @@ def validate_experiment(config: ExperimentConfig, data=None, model_fn=None) -> C
       raise ConfigError(f'model.{next(iter(config.model.options()))}: not used with '
                         f'model.name: {CUSTOM_MODEL} (your model_fn builds the model)')
   else:
-    zoo.validate(config.model.name, config.model.options())
+    zoo.resolve_options(config.model.name, config.model.options())
   method_params = methods.validate(config, data)
   aggregator_params = aggregators.resolve_params(
       config.fl.aggregator, config.fl.aggregator_params, config.clients_per_round())

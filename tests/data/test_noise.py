@@ -200,7 +200,7 @@ def test_transition_matrix_rows():
 
 
 def test_errors():
-  with pytest.raises(ValueError, match="unknown noise 'nope'.*symmetric"):
+  with pytest.raises(ValueError, match="noise.name: unknown noise model 'nope'.*symmetric"):
     _noisy('nope')
   with pytest.raises(ValueError, match=r'outside \[0, 10\)'):
     _noisy('symmetric', [np.array([0, 10])], rate=0.1)

@@ -13,7 +13,7 @@ def _objective(name):
   params = methods.resolve_params(name, {}, rounds=1000)
   setup = types.SimpleNamespace(num_classes=10, client_lr=0.1,
                                 model_fn=lambda: helpers.linear_model(4, 10))
-  return methods.method_class(name).objective(params, setup)
+  return methods.METHODS[name].resolve().objective(params, setup)
 
 
 @pytest.mark.parametrize('name', sorted(methods.METHODS))

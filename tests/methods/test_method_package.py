@@ -51,8 +51,9 @@ _PACKAGE = {
                                               for _, m, runs in found])
 
 
-        SPECS = {'test_gce': MethodSpec(GCEParams, 'test_gce_package.algorithm:GCE',
-                                        'GCE from outside', report_sections=(AgreementSection(),))}
+        SPECS = {'test_gce': MethodSpec('GCE from outside', GCEParams,
+                                        'test_gce_package.algorithm:GCE',
+                                        report_sections=(AgreementSection(),))}
         ''',
     'algorithm.py': '''
         import numpy as np
@@ -106,7 +107,7 @@ def outside_method(tmp_path, monkeypatch):
   for name, code in _PACKAGE.items():
     (package / name).write_text(textwrap.dedent(code))
   monkeypatch.syspath_prepend(str(tmp_path))
-  monkeypatch.setattr(methods, 'METHODS', dict(methods.METHODS))  # Undone after the test.
+  monkeypatch.setattr(methods, 'METHODS', methods.METHODS.copy())  # Undone after the test.
   module = __import__('test_gce_package')
   methods.register(module.SPECS)  # The registry line.
   yield module

@@ -14,7 +14,7 @@ from tff_noisy.methods.common import ProximalParams
 
 @pytest.mark.parametrize('name', sorted(methods.METHODS))
 def test_every_registered_method_resolves_to_its_algorithm(name):
-  method_cls = methods.method_class(name)
+  method_cls = methods.METHODS[name].resolve()
   assert issubclass(method_cls, base.Method)
   params = methods.resolve_params(name, {}, rounds=100)
   assert isinstance(params, methods.METHODS[name].params)

@@ -28,7 +28,7 @@ _NUMPY = {'label_smoothing': ('label_smoothing_cross_entropy', ('smoothing',)),
 @pytest.mark.parametrize('name', sorted(_NUMPY))
 def test_the_objective_is_the_loss_and_runs_stacked_and_on_devices(name):
   params = methods.resolve_params(name, {}, rounds=10)
-  objective = methods.method_class(name).objective(params, None)
+  objective = methods.METHODS[name].resolve().objective(params, None)
   rng = np.random.default_rng(1)
   logits = rng.normal(size=(7, 10)).astype(np.float32)
   labels = rng.integers(0, 10, 7)

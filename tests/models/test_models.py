@@ -165,12 +165,12 @@ def test_shape_that_does_not_fit(name, input_shape, needs):
     (('mlp', 'abc', 10), {}, 'input_shape'),
     (('mlp', (8, 8), 1), {}, 'num_classes'),
     (('mlp', (8, 8), 2.0), {}, 'num_classes'),
-    (('mlp', (8, 8), 10), {'norm': 'group'}, "'mlp' has no option norm"),
-    (('mlp', (8, 8), 10), {'width': 0}, 'width must be a positive integer, got 0'),
-    (('mlp', (8, 8), 10), {'width': 1.5}, 'width must be a positive integer'),
-    (('small_cnn', (8, 8, 1), 10), {'width': 64}, "'small_cnn' has no option width"),
-    (('resnet20', (8, 8, 1), 10), {'depth': 20}, 'options: norm'),
-    (('resnet20', (8, 8, 1), 10), {'norm': 'layer'}, "one of .*'group'"),
+    (('mlp', (8, 8), 10), {'norm': 'group'}, "model.norm: not a parameter of 'mlp'"),
+    (('mlp', (8, 8), 10), {'width': 0}, 'model.width: needs an integer >= 1, got 0'),
+    (('mlp', (8, 8), 10), {'width': 1.5}, 'model.width: needs an integer, got 1.5'),
+    (('small_cnn', (8, 8, 1), 10), {'width': 64}, "model.width: not a parameter of 'small_cnn'"),
+    (('resnet20', (8, 8, 1), 10), {'depth': 20}, 'Allowed: norm$'),
+    (('resnet20', (8, 8, 1), 10), {'norm': 'layer'}, "needs 'group' or 'batch', got 'layer'"),
 ])
 def test_bad_arguments(args, options, match):
   with pytest.raises(ValueError, match=match):

@@ -157,7 +157,8 @@ def test_pinned_digits_twelve_rounds_within_a_point(tmp_path):
                                         ('tflit', "did you mean 'tflite'?")])
 def test_unknown_runtime_suggests_the_closest(name, hint):
   with pytest.raises(ConfigError, match='^' + re.escape(
-      f"fl.client_runtime: must be one of auto, tff, tf, tflite; got '{name}'; {hint}") + '$'):
+      f"fl.client_runtime: unknown client runtime '{name}'; {hint} Allowed: auto, tff, tf, "
+      'tflite') + '$'):
     config_lib.from_dict({'fl': {'client_runtime': name}})
 
 

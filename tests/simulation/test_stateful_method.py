@@ -51,8 +51,8 @@ class _ToyMethod(base.Method):
 
 @pytest.fixture
 def toy(monkeypatch):
-  monkeypatch.setitem(methods.METHODS, 'toy', methods.MethodSpec(
-      Params, _ToyMethod, 'a toy stateful method'))
+  monkeypatch.setattr(methods, 'METHODS', methods.METHODS.copy())  # Undone after the test.
+  methods.register({'toy': methods.MethodSpec('a toy stateful method', Params, _ToyMethod)})
 
 
 def _config(rounds):

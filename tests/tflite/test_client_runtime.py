@@ -28,7 +28,8 @@ def _config(cache, runtime, **fl):
 
 
 def test_bad_runtime_is_a_config_error():
-  with pytest.raises(ConfigError, match="fl.client_runtime: must be one of auto, tff, tf, tflite"):
+  with pytest.raises(ConfigError, match="fl.client_runtime: unknown client runtime 'litert'; "
+                                        "did you mean 'tflite'"):
     config_lib.from_dict({'fl': {'client_runtime': 'litert'}})
 
 
@@ -94,7 +95,7 @@ def test_the_registry_says_which_methods_train_on_devices():
   setup = types.SimpleNamespace(num_classes=10, client_lr=0.1,
                                 model_fn=lambda: helpers.linear_model(4, 10))
   for name, spec in methods.METHODS.items():
-    objective = methods.method_class(name).objective(spec.params(), setup)
+    objective = methods.METHODS[name].resolve().objective(spec.params(), setup)
     if spec.off_device:
       with pytest.raises(ConfigError, match='cannot be exported for on-device training'):
         training.check_objective(objective)

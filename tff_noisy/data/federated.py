@@ -67,10 +67,6 @@ def _require(condition: bool, field: str, message: str):
     raise ConfigError(f'{field}: {message}')
 
 
-def _one_of(value, allowed, field: str):
-  _require(value in allowed, field, f"must be one of {', '.join(allowed)}; got {value!r}")
-
-
 def validate_config(config: ExperimentConfig, custom: Optional[FederatedData] = None) -> None:
   """Checks the data section, then the partition's and the noise model's parameters
   (``data.params.resolve``), without touching any data.
@@ -81,8 +77,7 @@ def validate_config(config: ExperimentConfig, custom: Optional[FederatedData] = 
   if data.dataset == CUSTOM or custom is not None:
     _validate_custom(config, custom)
     return
-  _one_of(data.dataset, sources.DATASETS, 'data.dataset')
-  spec = sources.DATASETS[data.dataset]
+  spec = sources.DATASETS.lookup(data.dataset)
   if data.num_classes is not None:
     _require(data.num_classes == spec.num_classes, 'data.num_classes',
              f'{data.dataset} has {spec.num_classes} classes, got {data.num_classes}')
@@ -92,13 +87,13 @@ def validate_config(config: ExperimentConfig, custom: Optional[FederatedData] = 
   _require(0.0 <= data.public_fraction < 1.0, 'data.public_fraction',
            f'must be in [0, 1), got {data.public_fraction}')
 
-  _one_of(part.name, partition_lib.PARTITIONS, 'partition.name')
-  _one_of(noise.name, noise_lib.NOISE_MODELS, 'noise.name')
+  split = partition_lib.PARTITIONS.lookup(part.name)
+  noise_model = noise_lib.NOISE_MODELS.lookup(noise.name)
   context = data_params.Context(
       data.dataset, spec.num_classes, tuple(spec.noisy_label_columns),
       tuple(name for name, s in sources.DATASETS.items() if s.noisy_label_columns))
-  data_params.resolve(partition_lib.PARTITIONS[part.name].params, part, context)
-  data_params.resolve(noise_lib.NOISE_MODELS[noise.name].params, noise, context)
+  data_params.resolve(split.params, part, context)
+  data_params.resolve(noise_model.params, noise, context)
 
 
 def _validate_custom(config: ExperimentConfig, custom: Optional[FederatedData]) -> None:
@@ -127,9 +122,8 @@ def _validate_custom(config: ExperimentConfig, custom: Optional[FederatedData]) 
   if config.partition.num_clients != len(custom.client_ids):
     raise ConfigError(f'partition.num_clients: the data has {len(custom.client_ids)} '
                       f'clients, got {config.partition.num_clients}')
-  _one_of(config.noise.name, noise_lib.NOISE_MODELS, 'noise.name')
   context = data_params.Context(CUSTOM, custom.num_classes, (), ())
-  data_params.resolve(noise_lib.NOISE_MODELS[config.noise.name].params, config.noise,
+  data_params.resolve(noise_lib.NOISE_MODELS.lookup(config.noise.name).params, config.noise,
                       context)
 
 

@@ -27,21 +27,12 @@ from typing import ClassVar, Optional
 
 import numpy as np
 
+from tff_noisy import registry
 from tff_noisy.config import NoiseConfig
 from tff_noisy.data import params as data_params
 from tff_noisy.data.partition import apportion, generator
 from tff_noisy.errors import ConfigError
 from tff_noisy.params import fail, is_number, Params
-
-
-@dataclasses.dataclass(frozen=True)
-class NoiseModel:
-  summary: str
-  params: type  # Its CleanParams class: the noise.<field>s it reads besides name.
-
-  @property
-  def fields(self) -> tuple:
-    return data_params.field_names(self.params)
 
 
 def _check_flip(params: Params, context: data_params.Context) -> None:
@@ -178,26 +169,29 @@ class RealParams(CleanParams):
     super().check(context)
 
 
-NOISE_MODELS = {
-    'none': NoiseModel('Clean labels', NoNoiseParams),
-    'symmetric': NoiseModel('Flip w.p. rate to a uniformly random other class', FlipParams),
-    'pairflip': NoiseModel('Flip w.p. rate from class c to c - 1', FlipParams),
-    'cifar10_asym': NoiseModel('CIFAR-10 flips w.p. rate: truck -> automobile, bird -> '
-                               'airplane, deer -> horse, cat -> dog', Cifar10AsymParams),
-    'fedln': NoiseModel("FedLN's (n_l, n_s) generator: flip w.p. level to other classes; "
-                        'sparsity 0: all of them, 1: one per class', GeneratedParams),
-    'cleanlab': NoiseModel("cleanlab's trace/sparsity matrix, flipped with exact counts "
-                           '(FedEFC)', CleanlabParams),
-    'fedcorr': NoiseModel("FedCorr's: a client is noisy w.p. rho, then relabels w.p. "
-                          'mu ~ U(tau, 1) uniformly over all classes', FedCorrNoiseParams),
-    'linear': NoiseModel('Per-client rates linearly spaced in [min_rate, max_rate] '
-                         '(MaskedOptim)', LinearParams),
-    'choice': NoiseModel('Per-client rates drawn from a list (FedDS)', ChoiceParams),
-    'mixed': NoiseModel('Per-client rates linearly spaced in [min_rate, max_rate], flips '
-                        'alternating symmetric / pairflip over clients (FNBench, MaskedOptim)',
-                        MixedParams),
-    'real': NoiseModel("A dataset's human noisy-label column (CIFAR-N)", RealParams),
-}
+# noise.name -> its summary and its CleanParams class (the noise.<field>s it reads
+# besides name); ``client_matrices`` and ``apply_noise`` build each from the name.
+NOISE_MODELS = registry.Registry('noise.name', 'noise model', {
+    'none': registry.Entry('Clean labels', NoNoiseParams),
+    'symmetric': registry.Entry('Flip w.p. rate to a uniformly random other class',
+                                FlipParams),
+    'pairflip': registry.Entry('Flip w.p. rate from class c to c - 1', FlipParams),
+    'cifar10_asym': registry.Entry('CIFAR-10 flips w.p. rate: truck -> automobile, bird -> '
+                                   'airplane, deer -> horse, cat -> dog', Cifar10AsymParams),
+    'fedln': registry.Entry("FedLN's (n_l, n_s) generator: flip w.p. level to other classes; "
+                            'sparsity 0: all of them, 1: one per class', GeneratedParams),
+    'cleanlab': registry.Entry("cleanlab's trace/sparsity matrix, flipped with exact counts "
+                               '(FedEFC)', CleanlabParams),
+    'fedcorr': registry.Entry("FedCorr's: a client is noisy w.p. rho, then relabels w.p. "
+                              'mu ~ U(tau, 1) uniformly over all classes', FedCorrNoiseParams),
+    'linear': registry.Entry('Per-client rates linearly spaced in [min_rate, max_rate] '
+                             '(MaskedOptim)', LinearParams),
+    'choice': registry.Entry('Per-client rates drawn from a list (FedDS)', ChoiceParams),
+    'mixed': registry.Entry('Per-client rates linearly spaced in [min_rate, max_rate], flips '
+                            'alternating symmetric / pairflip over clients (FNBench, '
+                            'MaskedOptim)', MixedParams),
+    'real': registry.Entry("A dataset's human noisy-label column (CIFAR-N)", RealParams),
+})
 
 _PLAN, _MATRIX, _SAMPLE = 2, 3, 4  # Random streams (see partition.generator).
 # truck -> automobile, bird -> airplane, deer -> horse, cat -> dog.
@@ -404,8 +398,7 @@ def apply_noise(client_labels: list, num_classes: int, config: NoiseConfig, seed
 
   ``real_labels`` (``real`` only): each client's labels from the dataset's noisy column.
   """
-  if config.name not in NOISE_MODELS:
-    raise ValueError(f"unknown noise '{config.name}'; allowed: {', '.join(NOISE_MODELS)}")
+  NOISE_MODELS.lookup(config.name)
   client_labels = [np.asarray(y, np.int64) for y in client_labels]
   for y in client_labels:
     if y.size and (y.min() < 0 or y.max() >= num_classes):

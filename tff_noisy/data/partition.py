@@ -2,8 +2,8 @@
 
 Every partitioner maps (labels, PartitionConfig, numpy Generator) to one index array
 per client; :func:`partition` seeds it, checks the result covers every sample exactly
-once and returns sorted int64 arrays. ``PARTITIONS`` pairs each with the class of the
-``partition.<field>``s it reads.
+once and returns sorted int64 arrays. ``PARTITIONS`` gives each as its entry's target,
+with the class of the ``partition.<field>``s it reads.
 """
 
 import dataclasses
@@ -12,6 +12,7 @@ from typing import Callable, ClassVar
 
 import numpy as np
 
+from tff_noisy import registry
 from tff_noisy.config import ConfigError, PartitionConfig
 from tff_noisy.data import params as data_params
 from tff_noisy.params import fail, Params
@@ -201,37 +202,28 @@ class ShardsParams(PartitionParams):
     super().check(context)
 
 
-@dataclasses.dataclass(frozen=True)
-class Partition:
-  split: Callable  # (labels, config, rng) -> each client's sample indices.
-  params: type  # Its PartitionParams class: the partition.<field>s it reads.
-
-  @property
-  def fields(self) -> tuple:
-    return data_params.field_names(self.params)
-
-  @property
-  def summary(self) -> str:
-    return inspect.getdoc(self.split).splitlines()[0]
+def _entry(split: Callable, params: type) -> registry.Entry:
+  """The entry of ``split`` ((labels, config, rng) -> each client's sample indices), its
+  summary the first line of its docstring; ``params``: its PartitionParams class, the
+  partition.<field>s it reads."""
+  return registry.Entry(inspect.getdoc(split).splitlines()[0], params, split)
 
 
-PARTITIONS = {
-    'iid': Partition(iid, PartitionParams),
-    'iid_sigma': Partition(iid_sigma, SizeSpreadParams),
-    'dirichlet': Partition(dirichlet, DirichletParams),
-    'shards': Partition(shards, ShardsParams),
-    'fedcorr': Partition(fedcorr, FedCorrPartitionParams),
-}
+PARTITIONS = registry.Registry('partition.name', 'partition', {
+    'iid': _entry(iid, PartitionParams),
+    'iid_sigma': _entry(iid_sigma, SizeSpreadParams),
+    'dirichlet': _entry(dirichlet, DirichletParams),
+    'shards': _entry(shards, ShardsParams),
+    'fedcorr': _entry(fedcorr, FedCorrPartitionParams),
+})
 
 
 def partition(labels: np.ndarray, config: PartitionConfig, seed: int) -> list:
   """Splits range(len(labels)) over config.num_clients clients (sorted int64 arrays)."""
-  if config.name not in PARTITIONS:
-    raise ConfigError(f"partition.name: unknown '{config.name}'; allowed: "
-                      f"{', '.join(PARTITIONS)}")
+  split = PARTITIONS.lookup(config.name).resolve()
   labels = np.asarray(labels)
   if config.num_clients > len(labels):
     raise ConfigError(f'partition.num_clients: {config.num_clients} clients but only '
                       f'{len(labels)} training samples to share')
-  parts = PARTITIONS[config.name].split(labels, config, generator(seed, _STREAM))
+  parts = split(labels, config, generator(seed, _STREAM))
   return [np.sort(p).astype(np.int64) for p in parts]

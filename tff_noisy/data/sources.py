@@ -29,6 +29,7 @@ from typing import Mapping, Optional
 
 import numpy as np
 
+from tff_noisy import registry
 from tff_noisy.data import audio
 
 DATA_ENV = 'TFF_NOISY_DATA'
@@ -63,37 +64,46 @@ class DatasetNotFoundError(DatasetError):
 
 
 @dataclasses.dataclass(frozen=True)
-class DatasetSpec:
-  """What is known about a dataset without loading it."""
-  summary: str  # One line: what it is and where it comes from.
-  num_classes: int
-  input_shape: tuple
+class DatasetSpec(registry.Entry):
+  """What is known about a dataset without loading it (its summary: what it is and where
+  it comes from); it takes no parameters and ``load_dataset`` builds it."""
+  # Every dataset gives both (a field after an entry's defaults needs a default).
+  num_classes: int = 0
+  input_shape: tuple = ()
   # Real noisy-label columns: our name -> TFDS feature (CIFAR-N, training split only).
   noisy_label_columns: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
+  def listing(self) -> str:
+    shape = 'x'.join(str(d) for d in self.input_shape)
+    columns = (f"; noise.real_labels: {', '.join(self.noisy_label_columns)}"
+               if self.noisy_label_columns else '')
+    return f'{self.num_classes} classes, input {shape}: {self.summary}{columns}'
+
 
 _TFDS = 'a prepared TFDS directory'
-DATASETS = {
+DATASETS = registry.Registry('data.dataset', 'dataset', {
     'digits': DatasetSpec("scikit-learn's bundled 8x8 digits; always offline",
-                          10, (8, 8, 1)),
+                          num_classes=10, input_shape=(8, 8, 1)),
     'mnist': DatasetSpec(f'MNIST from IDX files (data.data_dir, ${DATA_ENV}) or {_TFDS}',
-                         10, (28, 28, 1)),
+                         num_classes=10, input_shape=(28, 28, 1)),
     'fashion_mnist': DatasetSpec(
         f'Fashion-MNIST from IDX files (data.data_dir, ${DATA_ENV}, the Debian package '
-        f'dataset-fashion-mnist) or {_TFDS}', 10, (28, 28, 1)),
-    'cifar10': DatasetSpec(f'CIFAR-10 from {_TFDS}', 10, (32, 32, 3)),
-    'cifar100': DatasetSpec(f'CIFAR-100 from {_TFDS}', 100, (32, 32, 3)),
+        f'dataset-fashion-mnist) or {_TFDS}', num_classes=10, input_shape=(28, 28, 1)),
+    'cifar10': DatasetSpec(f'CIFAR-10 from {_TFDS}', num_classes=10, input_shape=(32, 32, 3)),
+    'cifar100': DatasetSpec(f'CIFAR-100 from {_TFDS}', num_classes=100,
+                            input_shape=(32, 32, 3)),
     'cifar10_n': DatasetSpec(f"CIFAR-10 with CIFAR-10N's human noisy labels (noise: real) "
-                             f'from {_TFDS}', 10, (32, 32, 3),
-                             {c: c for c in _CIFAR10N_COLUMNS}),
+                             f'from {_TFDS}', num_classes=10, input_shape=(32, 32, 3),
+                             noisy_label_columns={c: c for c in _CIFAR10N_COLUMNS}),
     'cifar100_n': DatasetSpec(f"CIFAR-100 with CIFAR-100N's human noisy labels (noise: "
-                              f'real) from {_TFDS}', 100, (32, 32, 3),
-                              {'noisy_fine': 'noise_label'}),
+                              f'real) from {_TFDS}', num_classes=100, input_shape=(32, 32, 3),
+                              noisy_label_columns={'noisy_fine': 'noise_label'}),
     'speech_commands': DatasetSpec(f'Speech Commands, 1 s of 16 kHz audio, from {_TFDS}',
-                                   12, (AUDIO_SAMPLES,)),
+                                   num_classes=12, input_shape=(AUDIO_SAMPLES,)),
     'keywords': DatasetSpec('Ten Speech Commands words synthesised offline with espeak-ng '
-                            '(generated on first use)', 10, (AUDIO_SAMPLES,)),
-}
+                            '(generated on first use)', num_classes=10,
+                            input_shape=(AUDIO_SAMPLES,)),
+}, DatasetSpec)
 
 
 @dataclasses.dataclass
@@ -117,9 +127,9 @@ def cache_root() -> str:
 
 
 def load_dataset(name: str, data_dir: Optional[str] = None) -> Dataset:
-  """Loads a named dataset; raises DatasetNotFoundError if it is nowhere to be found."""
-  if name not in DATASETS:
-    raise ValueError(f"unknown dataset '{name}'; allowed: {', '.join(DATASETS)}")
+  """Loads a named dataset; raises DatasetNotFoundError if it is nowhere to be found (a
+  ConfigError naming data.dataset if ``DATASETS`` has no ``name``)."""
+  DATASETS.lookup(name)
   if name == 'digits':
     return _load_digits()
   if data_dir and not os.path.isdir(data_dir):

@@ -5,6 +5,9 @@ every training input with one, cached on disk.
 - ``random``: the ``embed pretrain`` SimCLR backbone randomly initialised and frozen
   (``embeddings.random_init``; LSC's Table 4 control); needs images.
 - anything else: a TF-Hub handle or SavedModel directory (``embeddings.hub``).
+
+Each has its builder here, ``(params, train_inputs, seed) -> encoder``, the target of its
+entry in ``embeddings.params.ENCODERS`` (``hub_encoder`` for any other name).
 """
 
 import os
@@ -15,26 +18,41 @@ from tff_noisy.data import sources
 from tff_noisy.embeddings import hub as hub_lib
 from tff_noisy.embeddings import pca as pca_lib
 from tff_noisy.embeddings import random_init
-from tff_noisy.embeddings.params import EncoderParams
+from tff_noisy.embeddings.params import EncoderParams, ENCODERS
 from tff_noisy.errors import ConfigError
 
 RANDOM = 'random'
 
 
-def build_encoder(params: EncoderParams, train_inputs: np.ndarray, seed: int):
-  """The encoder ``params`` names, fitted on ``train_inputs`` where it learns (PCA)."""
-  if params.encoder == 'pca':
-    try:
-      return pca_lib.PCAEncoder.fit(train_inputs, n_components=params.pca_components,
-                                    seed=seed, sqrt=params.pca_sqrt)
-    except pca_lib.NegativeInputsError as e:
-      raise ConfigError(f'method.params.pca_sqrt: {e}; use pca_sqrt: false for these '
-                        'data') from e
-  if params.encoder == RANDOM:
-    return random_init.RandomBackboneEncoder(train_inputs.shape[1:], seed)
+def pca_encoder(params: EncoderParams, train_inputs: np.ndarray, seed: int):
+  """``pca``: fitted on ``train_inputs``."""
+  try:
+    return pca_lib.PCAEncoder.fit(train_inputs, n_components=params.pca_components,
+                                  seed=seed, sqrt=params.pca_sqrt)
+  except pca_lib.NegativeInputsError as e:
+    raise ConfigError(f'method.params.pca_sqrt: {e}; use pca_sqrt: false for these '
+                      'data') from e
+
+
+def random_encoder(params: EncoderParams, train_inputs: np.ndarray, seed: int):
+  """``random``: the backbone for ``train_inputs``' shape."""
+  del params
+  return random_init.RandomBackboneEncoder(train_inputs.shape[1:], seed)
+
+
+def hub_encoder(params: EncoderParams, train_inputs: np.ndarray, seed: int):
+  """The TF-Hub handle or SavedModel directory ``params.encoder``."""
+  del train_inputs, seed
   size = params.encoder_input_size
   return hub_lib.HubEncoder(params.encoder, input_size=tuple(size) if size else None,
                             channels=params.encoder_channels)
+
+
+def build_encoder(params: EncoderParams, train_inputs: np.ndarray, seed: int):
+  """The encoder ``params`` names, fitted on ``train_inputs`` where it learns (PCA)."""
+  entry = ENCODERS.get(params.encoder)
+  build = hub_encoder if entry is None else entry.resolve()
+  return build(params, train_inputs, seed)
 
 
 def embedding_width(params: EncoderParams, data) -> int:

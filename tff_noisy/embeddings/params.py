@@ -1,10 +1,22 @@
 """The encoder parameter group: a frozen encoder of client inputs, shared by the methods
-that embed them (FedLN's NNC vote, LSC's neighbours); ``embeddings.encoders`` builds it."""
+that embed them (FedLN's NNC vote, LSC's neighbours); ``embeddings.encoders`` builds it.
+``ENCODERS`` names the encoders of this project; any other ``encoder`` is a TF-Hub handle
+or a SavedModel directory."""
 
 import dataclasses
 from typing import Optional
 
+from tff_noisy import registry
 from tff_noisy.params import described, Params, require
+
+_BUILDERS = 'tff_noisy.embeddings.encoders:'  # Each takes (params, train inputs, seed).
+ENCODERS = registry.Registry('method.params.encoder', 'encoder', {
+    'pca': registry.Entry('PCA fitted label-free on the training inputs, offline '
+                          '(pca_components, pca_sqrt)', target=_BUILDERS + 'pca_encoder'),
+    'random': registry.Entry("The `embed pretrain` SimCLR backbone randomly initialised and "
+                             "frozen (LSC's Table 4 control); needs images",
+                             target=_BUILDERS + 'random_encoder'),
+})
 
 
 @dataclasses.dataclass(frozen=True)

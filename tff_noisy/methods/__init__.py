@@ -2,18 +2,18 @@
 
 A method is one folder, ``methods/<name>/``: its ``__init__`` (TensorFlow-free) holds its
 parameter classes and ``SPECS``, its registry entries (``common.MethodSpec``); beside it
-its ``algorithm`` (the ``base.Method``: client objective and server hooks), its
-``objective`` when it has its own, its ``diagnostics`` (records that score themselves
-against the simulation truth, ``tff_noisy.diagnostics``) and its ``report`` (their
-sections of ``tff-noisy report``). Adding a method is a folder and one line below.
+its ``algorithm`` (the ``base.Method``, its entry's target: client objective and server
+hooks), its ``objective`` when it has its own, its ``diagnostics`` (records that score
+themselves against the simulation truth, ``tff_noisy.diagnostics``) and its ``report``
+(their sections of ``tff-noisy report``). Adding a method is a folder and one line below.
 
 Importing this package imports no TensorFlow, so a config is validated before anything
-heavy; ``method_class`` imports the algorithm a name points to.
+heavy; ``METHODS[name].resolve()`` imports the algorithm a name points to.
 """
 
 import dataclasses
-import importlib
 
+from tff_noisy import registry
 from tff_noisy.errors import ConfigError
 from tff_noisy.methods import confident_learning
 from tff_noisy.methods import coteaching
@@ -30,10 +30,10 @@ from tff_noisy.methods import moon
 from tff_noisy.methods import robust_losses
 from tff_noisy.methods import scaffold
 from tff_noisy.methods.common import MethodSpec
-from tff_noisy.params import Params, did_you_mean
+from tff_noisy.params import Params
 
 # The registry: one line per method folder, in the order `tff-noisy list` shows them.
-METHODS = {
+METHODS = registry.Registry('method.name', 'method', {
     **fedavg.SPECS,
     **robust_losses.SPECS,
     **logitclip.SPECS,
@@ -48,26 +48,13 @@ METHODS = {
     **maskedoptim.SPECS,
     **fednoro.SPECS,
     **fedcorr.SPECS,
-}
+}, MethodSpec)
 
 
 def register(specs: dict) -> None:
   """Adds ``{name: MethodSpec}`` to the registry (a method outside this package)."""
   for name, spec in specs.items():
-    if name in METHODS:
-      raise ValueError(f"method '{name}' is registered already")
-    if not isinstance(spec, MethodSpec):
-      raise TypeError(f"method '{name}': needs a MethodSpec, got {type(spec).__name__}")
-    METHODS[name] = spec
-
-
-def method_class(name: str) -> type:
-  """The ``base.Method`` subclass of registry entry ``name`` (imports TensorFlow)."""
-  algorithm = METHODS[name].algorithm
-  if not isinstance(algorithm, str):
-    return algorithm
-  module, _, attribute = algorithm.partition(':')
-  return getattr(importlib.import_module(module), attribute)
+    METHODS.register(name, spec)
 
 
 def report_sections() -> list:
@@ -99,15 +86,13 @@ def resolve_params(name: str, params: dict, rounds: int) -> Params:
 
   ``rounds`` (fl.rounds) bounds round-valued parameters such as FedLN's R_c.
   """
-  if name not in METHODS:
-    raise ConfigError(f"method.name: unknown method '{name}'"
-                      f"{did_you_mean(name, METHODS)} Allowed: {', '.join(METHODS)}")
+  spec = METHODS.lookup(name)
 
   def belongs(key):
     owners = param_owners(key)
     return f" (it belongs to {', '.join(owners)})" if owners else ''
 
-  return METHODS[name].params.from_mapping(params, rounds, name, belongs)
+  return spec.params.from_mapping(params, rounds, name, belongs)
 
 
 def validate(config, custom_data=None) -> Params:

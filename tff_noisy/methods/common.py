@@ -3,22 +3,25 @@ parameter groups several methods share (FedProx's proximal term). TensorFlow-fre
 
 import dataclasses
 
+from tff_noisy import registry
 from tff_noisy.params import described, Params, require
 
 
 @dataclasses.dataclass(frozen=True)
-class MethodSpec:
-  """A method's registry entry (``methods.METHODS``), what its folder's ``SPECS`` holds."""
-  params: type  # Its ``Params`` subclass.
-  # Its ``methods.base.Method``: 'module:Class', imported when it is built (TensorFlow),
-  # or the class itself (a method registered from outside this package).
-  algorithm: object
-  summary: str
+class MethodSpec(registry.Entry):
+  """A method's registry entry (``methods.METHODS``), what its folder's ``SPECS`` holds:
+  its summary, its ``Params`` subclass and its ``methods.base.Method`` as the target
+  ('module:Class', imported when it is built, or the class itself for a method
+  registered from outside this package)."""
   needs_public_split: bool = False
   # Why its clients cannot train on devices (fl.client_runtime: tflite); '' if they can.
   off_device: str = ''
   # How its diagnostics appear in ``tff-noisy report`` (``reporting.Section`` objects).
   report_sections: tuple = ()
+
+  def listing(self) -> str:
+    return self.summary + (' (needs data.public_fraction > 0)' if self.needs_public_split
+                           else '')
 
 
 @dataclasses.dataclass(frozen=True)

@@ -17,17 +17,38 @@ client's TFF computation. Which clients are faulty is simulation truth, for repo
 """
 
 import collections
-from typing import List, Sequence
+import dataclasses
+from typing import ClassVar, List, Sequence
 
 import numpy as np
 
+from tff_noisy import registry
+from tff_noisy.params import Params
+
+
+@dataclasses.dataclass(frozen=True)
+class ScaleParams(Params):
+  """The faults field ``scale`` reads (checked with the config, ``config.validate``)."""
+  prefix: ClassVar[str] = 'faults.'
+  factor: float
+
+
+@dataclasses.dataclass(frozen=True)
+class GaussianParams(Params):
+  """The faults field ``gaussian`` reads (checked with the config, ``config.validate``)."""
+  prefix: ClassVar[str] = 'faults.'
+  std: float
+
+
 # faults.behaviour -> what a Byzantine client sends instead of its update.
-BEHAVIOURS = {
-    'scale': 'factor x its update',
-    'sign_flip': 'minus its update',
-    'gaussian': 'N(0, std^2) noise in place of its update, drawn per client and round',
-    'nan': 'NaN everywhere (excluded as a non-finite update and counted)',
-}
+BEHAVIOURS = registry.Registry('faults.behaviour', 'behaviour', {
+    'scale': registry.Entry('a Byzantine client sends factor x its update', ScaleParams),
+    'sign_flip': registry.Entry('a Byzantine client sends minus its update'),
+    'gaussian': registry.Entry('a Byzantine client sends N(0, std^2) noise in place of its '
+                               'update, drawn per client and round', GaussianParams),
+    'nan': registry.Entry('a Byzantine client sends NaN everywhere (excluded as a '
+                          'non-finite update and counted)'),
+})
 HONEST = 0
 # A client's fault kind inside the computation: 0 honest, then BEHAVIOURS in order.
 KINDS = {name: index + 1 for index, name in enumerate(BEHAVIOURS)}

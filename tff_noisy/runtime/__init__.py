@@ -20,6 +20,8 @@ the geometric medians still run in TFF's worker. ``build`` returns what
 
 from typing import Callable, Optional
 
+from tff_noisy.config import AUTO_RUNTIME, CLIENT_RUNTIMES
+
 
 def build(name: str, *, model_fn, client_optimizer, local_epochs: int, weight_decay: float,
           batch_size: int, faults: bool = False,
@@ -28,8 +30,9 @@ def build(name: str, *, model_fn, client_optimizer, local_epochs: int, weight_de
           median_client_steps: Optional[int] = None) -> Optional[Callable]:
   """The client-runtime factory of ``fl.client_runtime: name`` (``None``: TFF's); the name
   was checked with the config and resolved (``config.resolve_client_runtime``)."""
-  if name not in ('tff', 'tf', 'tflite'):
+  if name == AUTO_RUNTIME:
     raise ValueError(f'client runtime {name!r}: resolve it first (tff, tf or tflite)')
+  CLIENT_RUNTIMES.lookup(name)
   if name == 'tff':
     return None
   if name == 'tf':

@@ -118,7 +118,7 @@ def build_method(config: ExperimentConfig, data,
   ``model_fn``: the user's own model builder, checked already (``make_model_fn``). The
   clients train the method's ``client_model`` of it (Co-teaching's two networks)."""
   choices = choices or validation.validate_experiment(config, model_fn=model_fn)
-  method_cls = methods.method_class(config.method.name)
+  method_cls = methods.METHODS[config.method.name].resolve()
   fields = method_cls.dataset_fields(choices.method_params, data)
   client_model_fn = method_cls.client_model(
       choices.method_params,
@@ -138,7 +138,7 @@ def client_objective(config: ExperimentConfig, data):
   """``(setup, objective)`` of the config's clients, without a process (TFLite export)."""
   choices = validation.validate_experiment(config)
   setup = build_setup(config, data, choices)
-  return setup, methods.method_class(config.method.name).objective(
+  return setup, methods.METHODS[config.method.name].resolve().objective(
       choices.method_params, setup)
 
 

@@ -20,9 +20,9 @@ class ConfidentLearningParams(Params):
 
 SPECS = {
     'confident_learning': MethodSpec(
-        ConfidentLearningParams,
-        'tff_noisy.methods.confident_learning.algorithm:ConfidentLearning',
         "Confident Learning (baseline; Northcutt et al. 2021): each client drops the label "
         'issues cleanlab finds with k-fold probabilities of its own data',
+        ConfidentLearningParams,
+        'tff_noisy.methods.confident_learning.algorithm:ConfidentLearning',
         report_sections=report.SECTIONS),
 }

@@ -25,10 +25,10 @@ class CoTeachingParams(Params):
 
 
 SPECS = {
-    'coteaching': MethodSpec(CoTeachingParams,
-                             'tff_noisy.methods.coteaching.algorithm:CoTeaching',
-                             'Co-teaching (baseline; Han et al. 2018): two federated '
+    'coteaching': MethodSpec('Co-teaching (baseline; Han et al. 2018): two federated '
                              'networks with small-loss cross-selection',
+                             CoTeachingParams,
+                             'tff_noisy.methods.coteaching.algorithm:CoTeaching',
                              off_device='it trains two networks with a cross-selection '
                              'coupling the examples of a batch (Co-teaching)'),
 }

@@ -6,7 +6,7 @@ from tff_noisy.params import Params
 
 _ALGORITHM = 'tff_noisy.methods.fedavg.algorithm:'
 SPECS = {
-    'fedavg': MethodSpec(Params, _ALGORITHM + 'FedAvg', 'FedAvg (baseline)'),
-    'fedprox': MethodSpec(ProximalParams, _ALGORITHM + 'FedProx',
-                          'FedProx (baseline): local proximal term'),
+    'fedavg': MethodSpec('FedAvg (baseline)', Params, _ALGORITHM + 'FedAvg'),
+    'fedprox': MethodSpec('FedProx (baseline): local proximal term', ProximalParams,
+                          _ALGORITHM + 'FedProx'),
 }

@@ -71,9 +71,9 @@ class FedCorrParams(Params):
 
 SPECS = {
     'fedcorr': MethodSpec(
-        FedCorrParams, 'tff_noisy.methods.fedcorr.algorithm:FedCorr',
         'FedCorr: LID-based noisy-client detection, noise-level estimation and relabelling '
         'with an adaptive proximal term, fine-tuning on clean clients, usual training',
+        FedCorrParams, 'tff_noisy.methods.fedcorr.algorithm:FedCorr',
         off_device="its clients return their local model's outputs and train an adaptive "
         'proximal term the server sets per client',
         report_sections=report.SECTIONS),

@@ -37,10 +37,10 @@ class FedDSProxParams(FedDSParams, ProximalParams):
 
 _ALGORITHM = 'tff_noisy.methods.fedds.algorithm:FedDS'
 SPECS = {
-    'fedds': MethodSpec(FedDSParams, _ALGORITHM,
-                        'FedDS: Dawid-Skene client reliabilities as weights',
-                        needs_public_split=True, report_sections=report.SECTIONS),
-    'fedds_fedprox': MethodSpec(FedDSProxParams, _ALGORITHM,
-                                'FedDS over FedProx local training', needs_public_split=True,
+    'fedds': MethodSpec('FedDS: Dawid-Skene client reliabilities as weights', FedDSParams,
+                        _ALGORITHM, needs_public_split=True,
+                        report_sections=report.SECTIONS),
+    'fedds_fedprox': MethodSpec('FedDS over FedProx local training', FedDSProxParams,
+                                _ALGORITHM, needs_public_split=True,
                                 report_sections=report.SECTIONS),
 }

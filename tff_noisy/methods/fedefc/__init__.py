@@ -60,11 +60,11 @@ class ForwardCorrectionParams(CorrectionParams):
 
 _ALGORITHM = 'tff_noisy.methods.fedefc.algorithm:'
 SPECS = {
-    'fedefc': MethodSpec(FedEFCParams, _ALGORITHM + 'FedEFC',
-                         'FedEFC: prestopping, then confident-joint forward correction',
+    'fedefc': MethodSpec('FedEFC: prestopping, then confident-joint forward correction',
+                         FedEFCParams, _ALGORITHM + 'FedEFC',
                          report_sections=report.SECTIONS),
     'forward_correction': MethodSpec(
-        ForwardCorrectionParams, _ALGORITHM + 'ForwardCorrection',
         'Forward correction (Patrini anchors) after the FedEFC prestopping switch',
+        ForwardCorrectionParams, _ALGORITHM + 'ForwardCorrection',
         report_sections=report.SECTIONS),
 }

@@ -54,13 +54,11 @@ class FedLNParams(NNCParams, NoiseAwareParams):
 
 _ALGORITHM = 'tff_noisy.methods.fedln.algorithm:'
 SPECS = {
-    'fedln': MethodSpec(FedLNParams, _ALGORITHM + 'FedLN',
-                        'FedLN: NNC label correction + NA-FedAvg weighting',
-                        report_sections=report.SECTIONS),
-    'fedln_nnc': MethodSpec(NNCParams, _ALGORITHM + 'FedLNNNC',
-                            'FedLN: NNC kNN label correction only',
-                            report_sections=report.SECTIONS),
-    'fedln_nafedavg': MethodSpec(NoiseAwareParams, _ALGORITHM + 'FedLNNAFedAvg',
-                                 'FedLN: NA-FedAvg noise-aware weighting only',
+    'fedln': MethodSpec('FedLN: NNC label correction + NA-FedAvg weighting', FedLNParams,
+                        _ALGORITHM + 'FedLN', report_sections=report.SECTIONS),
+    'fedln_nnc': MethodSpec('FedLN: NNC kNN label correction only', NNCParams,
+                            _ALGORITHM + 'FedLNNNC', report_sections=report.SECTIONS),
+    'fedln_nafedavg': MethodSpec('FedLN: NA-FedAvg noise-aware weighting only',
+                                 NoiseAwareParams, _ALGORITHM + 'FedLNNAFedAvg',
                                  report_sections=report.SECTIONS),
 }

@@ -38,9 +38,9 @@ class FedNoRoParams(Params):
 
 SPECS = {
     'fednoro': MethodSpec(
-        FedNoRoParams, 'tff_noisy.methods.fednoro.algorithm:FedNoRo',
         'FedNoRo: logit-adjusted warm-up, GMM noisy-client detection, distillation on noisy '
         'clients, distance-aware aggregation',
+        FedNoRoParams, 'tff_noisy.methods.fednoro.algorithm:FedNoRo',
         off_device='its objective distils from the global model in a prologue (no device '
         'prologue)',
         report_sections=report.SECTIONS),

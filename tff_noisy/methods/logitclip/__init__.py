@@ -21,7 +21,7 @@ class LogitClipParams(Params):
 
 
 SPECS = {
-    'logitclip': MethodSpec(LogitClipParams, 'tff_noisy.methods.logitclip.algorithm:LogitClip',
-                            'LogitClip (baseline; Wei et al. 2023): cross-entropy on '
-                            'norm-clipped logits'),
+    'logitclip': MethodSpec('LogitClip (baseline; Wei et al. 2023): cross-entropy on '
+                            'norm-clipped logits', LogitClipParams,
+                            'tff_noisy.methods.logitclip.algorithm:LogitClip'),
 }

@@ -26,8 +26,8 @@ class LSCParams(EncoderParams):
 
 
 SPECS = {
-    'lsc': MethodSpec(LSCParams, 'tff_noisy.methods.lsc.algorithm:LSC',
-                      'LSC: local K-similarity contrastive term on a frozen encoder',
+    'lsc': MethodSpec('LSC: local K-similarity contrastive term on a frozen encoder',
+                      LSCParams, 'tff_noisy.methods.lsc.algorithm:LSC',
                       off_device="its loss reads the model's penultimate features and "
                       "per-example encoder embeddings (LSC's K-similarity objective)",
                       report_sections=report.SECTIONS),

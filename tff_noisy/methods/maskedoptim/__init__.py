@@ -61,8 +61,8 @@ class MaskedOptimParams(Params):
 
 SPECS = {
     'maskedoptim': MethodSpec(
-        MaskedOptimParams, 'tff_noisy.methods.maskedoptim.algorithm:MaskedOptim',
         'MaskedOptim: GMM noisy-client detection, masked end-to-end label correction',
+        MaskedOptimParams, 'tff_noisy.methods.maskedoptim.algorithm:MaskedOptim',
         off_device='its objective trains per-example label logits beside the model',
         report_sections=report.SECTIONS),
 }

@@ -32,11 +32,10 @@ _ALGORITHM = 'tff_noisy.methods.moon.algorithm:'
 _OFF_DEVICE = ("its loss reads the model's penultimate features and two frozen models' "
                '(MOON)')
 SPECS = {
-    'moon': MethodSpec(MoonParams, _ALGORITHM + 'Moon',
-                       'MOON (baseline; Li et al. 2021): model-contrastive local term',
-                       off_device=_OFF_DEVICE),
-    'fedds_moon': MethodSpec(FedDSMoonParams, _ALGORITHM + 'FedDSMoon',
-                             'FedDS over MOON local training (FedDS Table 4)',
+    'moon': MethodSpec('MOON (baseline; Li et al. 2021): model-contrastive local term',
+                       MoonParams, _ALGORITHM + 'Moon', off_device=_OFF_DEVICE),
+    'fedds_moon': MethodSpec('FedDS over MOON local training (FedDS Table 4)',
+                             FedDSMoonParams, _ALGORITHM + 'FedDSMoon',
                              needs_public_split=True, off_device=_OFF_DEVICE,
                              report_sections=fedds_report.SECTIONS),
 }

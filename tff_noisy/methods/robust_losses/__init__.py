@@ -71,12 +71,12 @@ class GCEParams(Params):
 
 _ALGORITHM = 'tff_noisy.methods.robust_losses.algorithm:'
 SPECS = {
-    'label_smoothing': MethodSpec(LabelSmoothingParams, _ALGORITHM + 'LabelSmoothing',
-                                  'Label smoothing (baseline; Müller et al. 2019)'),
-    'bi_tempered': MethodSpec(BiTemperedParams, _ALGORITHM + 'BiTempered',
-                              'Bi-tempered logistic loss (baseline; Amid et al. 2019)'),
-    'sce': MethodSpec(SymmetricCEParams, _ALGORITHM + 'SymmetricCE',
-                      'Symmetric cross-entropy (baseline; Wang et al. 2019)'),
-    'gce': MethodSpec(GCEParams, _ALGORITHM + 'GeneralizedCE',
-                      'Generalized cross-entropy (baseline; Zhang & Sabuncu 2018)'),
+    'label_smoothing': MethodSpec('Label smoothing (baseline; Müller et al. 2019)',
+                                  LabelSmoothingParams, _ALGORITHM + 'LabelSmoothing'),
+    'bi_tempered': MethodSpec('Bi-tempered logistic loss (baseline; Amid et al. 2019)',
+                              BiTemperedParams, _ALGORITHM + 'BiTempered'),
+    'sce': MethodSpec('Symmetric cross-entropy (baseline; Wang et al. 2019)',
+                      SymmetricCEParams, _ALGORITHM + 'SymmetricCE'),
+    'gce': MethodSpec('Generalized cross-entropy (baseline; Zhang & Sabuncu 2018)',
+                      GCEParams, _ALGORITHM + 'GeneralizedCE'),
 }

@@ -12,11 +12,11 @@ _ALGORITHM = 'tff_noisy.methods.scaffold.algorithm:'
 _OFF_DEVICE = ('it keeps a control variate per client and sends its change beside the '
                'update (SCAFFOLD)')
 SPECS = {
-    'scaffold': MethodSpec(Params, _ALGORITHM + 'Scaffold',
-                           'SCAFFOLD (baseline; Karimireddy et al. 2020): control-variate '
-                           'corrected local steps', off_device=_OFF_DEVICE),
-    'fedds_scaffold': MethodSpec(FedDSParams, _ALGORITHM + 'FedDSScaffold',
-                                 'FedDS over SCAFFOLD local training (FedDS Table 4)',
+    'scaffold': MethodSpec('SCAFFOLD (baseline; Karimireddy et al. 2020): control-variate '
+                           'corrected local steps', Params, _ALGORITHM + 'Scaffold',
+                           off_device=_OFF_DEVICE),
+    'fedds_scaffold': MethodSpec('FedDS over SCAFFOLD local training (FedDS Table 4)',
+                                 FedDSParams, _ALGORITHM + 'FedDSScaffold',
                                  needs_public_split=True, off_device=_OFF_DEVICE,
                                  report_sections=fedds_report.SECTIONS),
 }

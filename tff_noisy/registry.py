@@ -1,0 +1,90 @@
+"""The one shape of every choice a config can name: a ``Registry`` of ``Entry`` objects.
+
+A registry maps a name to its entry and knows the config field that names it
+(``method.name``, ``fl.aggregator``, ``model.name``, ...); ``lookup`` is the one place an
+unknown name becomes a ``ConfigError`` and ``register`` the one place a name is added. An
+entry holds what does not depend on its name: a one-line ``summary``, its typed
+``params`` and its ``target``, what the name builds. ``tff-noisy list`` reads every
+registry through this shape (``catalog``).
+TensorFlow-free: a target named by string is imported only when it is resolved.
+"""
+
+import collections.abc
+import dataclasses
+import importlib
+from typing import Optional
+
+from tff_noisy.errors import ConfigError
+from tff_noisy.params import did_you_mean
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+  """What a name stands for; the specific entries (``MethodSpec``, ``DatasetSpec``)
+  extend it with what their own code reads."""
+  summary: str  # One line: what it is.
+  # Its frozen ``params.Params`` dataclass: the parameters a config gives it, with their
+  # types, defaults and checks (a class without fields if it takes none); None where a
+  # config gives it no parameters of its own.
+  params: Optional[type] = None
+  # What the name builds: 'module:attribute', imported when resolved (TensorFlow may come
+  # with it), or the object itself (registered from Python); None where the code that
+  # reads the name builds it.
+  target: object = None
+
+  def resolve(self):
+    """The target, its module imported if it is named by string."""
+    if not isinstance(self.target, str):
+      return self.target
+    module, _, attribute = self.target.partition(':')
+    return getattr(importlib.import_module(module), attribute)
+
+  def listing(self) -> str:
+    """The line ``tff-noisy list`` shows beside its name."""
+    return self.summary
+
+
+class Registry(collections.abc.Mapping):
+  """Name -> ``entry_type`` entry, in the order ``tff-noisy list`` shows them, of the
+  choices config field ``field`` names (a ``kind`` each: 'method', 'model', ...)."""
+
+  def __init__(self, field: str, kind: str, entries: dict, entry_type: type = Entry):
+    self.field = field
+    self.kind = kind
+    self.entry_type = entry_type
+    self._entries = {}
+    for name, entry in entries.items():
+      self.register(name, entry)
+
+  def __getitem__(self, name: str) -> Entry:
+    return self._entries[name]
+
+  def __iter__(self):
+    return iter(self._entries)
+
+  def __len__(self) -> int:
+    return len(self._entries)
+
+  def lookup(self, name: str) -> Entry:
+    """The entry of ``name``; a ConfigError naming the field, the closest name and every
+    name for any other."""
+    if name not in self._entries:
+      raise ConfigError(f"{self.field}: unknown {self.kind} '{name}'"
+                        f"{did_you_mean(name, self._entries)} Allowed: {', '.join(self)}")
+    return self._entries[name]
+
+  def register(self, name: str, entry: Entry) -> None:
+    """Adds ``entry`` as ``name``; a TypeError or ValueError naming the argument for a
+    name that is no string or is taken, or an entry of another type."""
+    if not isinstance(name, str) or not name:
+      raise TypeError(f'name: expected a non-empty string, got {name!r}')
+    if name in self._entries:
+      raise ValueError(f"name: {self.kind} '{name}' is registered already")
+    if not isinstance(entry, self.entry_type):
+      raise TypeError(f"entry: {self.kind} '{name}' needs a {self.entry_type.__name__}, got "
+                      f'{type(entry).__name__}')
+    self._entries[name] = entry
+
+  def copy(self) -> 'Registry':
+    """A registry of the same field and entries that registers apart from this one."""
+    return Registry(self.field, self.kind, self._entries, self.entry_type)
