@@ -15,7 +15,7 @@ Every argument is checked here, before TensorFlow Federated sees it: a wrong one
 
 import dataclasses
 import os
-from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Union
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
 

@@ -8,8 +8,6 @@ c += sum_S(Δc_i)/N (``ops.scaffold.server_control_update``) and is broadcast wi
 next round's hparams.
 """
 
-import numpy as np
-
 from tff_noisy.methods import base
 from tff_noisy.methods.fedds.algorithm import FedDS
 from tff_noisy.methods.scaffold.objective import ControlVariateObjective
