@@ -8,6 +8,7 @@ from typing import Collection
 import numpy as np
 import tensorflow as tf
 
+from tff_noisy import config as config_lib
 from tff_noisy.simulation import driver
 
 
@@ -30,6 +31,20 @@ def client_dataset(x: np.ndarray, y: np.ndarray, batch_size: int = 0,
   elements = collections.OrderedDict(x=x, y=y.astype(np.int64),
                                      index=np.arange(len(y), dtype=np.int64), **features)
   return tf.data.Dataset.from_tensor_slices(elements).batch(batch_size or len(y))
+
+
+def small_digits_config(method: str, runtime: str = 'tf', params: dict = None,
+                        public_fraction: float = 0.0, **fl) -> config_lib.ExperimentConfig:
+  """A two-round digits run for a method's end-to-end tests: 4 IID clients, half of them
+  with symmetric noise at 0.4, a 16-wide MLP; ``fl`` overrides the ``fl`` section."""
+  return config_lib.from_dict({
+      'seed': 1, 'data': {'dataset': 'digits', 'public_fraction': public_fraction},
+      'partition': {'name': 'iid', 'num_clients': 4},
+      'noise': {'name': 'symmetric', 'rate': 0.4, 'noisy_fraction': 0.5},
+      'model': {'name': 'mlp', 'width': 16},
+      'method': {'name': method, 'params': params or {}},
+      'fl': {'rounds': 2, 'participation': 0.5, 'local_epochs': 1, 'batch_size': 32,
+             'client_lr': 0.1, 'client_runtime': runtime, **fl}})
 
 
 def run_rounds(config) -> driver.Simulation:

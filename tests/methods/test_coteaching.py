@@ -7,7 +7,6 @@ import pytest
 import tensorflow as tf
 
 import models
-from tff_noisy import config as config_lib
 from tff_noisy import methods
 from tff_noisy.errors import ConfigError
 from tff_noisy.methods.coteaching.networks import two_networks
@@ -92,14 +91,7 @@ def test_bad_parameters_are_one_line_errors(params, match):
 
 
 def _digits(method, runtime='tf', **params):
-  return config_lib.from_dict({
-      'seed': 1, 'data': {'dataset': 'digits'},
-      'partition': {'name': 'iid', 'num_clients': 4},
-      'noise': {'name': 'symmetric', 'rate': 0.4, 'noisy_fraction': 0.5},
-      'model': {'name': 'mlp', 'width': 16},
-      'method': {'name': method, 'params': params},
-      'fl': {'rounds': 2, 'participation': 0.5, 'local_epochs': 1, 'batch_size': 32,
-             'client_lr': 0.1, 'client_runtime': runtime}})
+  return helpers.small_digits_config(method, runtime, params)
 
 
 @pytest.mark.slow

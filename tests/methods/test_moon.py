@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tff_noisy import config as config_lib
 from tff_noisy import methods
 from tff_noisy.errors import ConfigError
 from tff_noisy.federated import client_work
@@ -115,14 +114,8 @@ def test_bad_parameters_are_one_line_errors(name, params, match):
 
 
 def _digits(method, runtime='tf', rounds=2):
-  return config_lib.from_dict({
-      'seed': 1, 'data': {'dataset': 'digits', 'public_fraction': 0.1},
-      'partition': {'name': 'iid', 'num_clients': 4},
-      'noise': {'name': 'symmetric', 'rate': 0.4, 'noisy_fraction': 0.5},
-      'model': {'name': 'mlp', 'width': 16},
-      'method': {'name': method, 'params': {}},
-      'fl': {'rounds': rounds, 'participation': 1.0, 'local_epochs': 1, 'batch_size': 32,
-             'client_lr': 0.1, 'client_runtime': runtime}})
+  return helpers.small_digits_config(method, runtime, public_fraction=0.1, rounds=rounds,
+                                     participation=1.0)
 
 
 @pytest.mark.slow
