@@ -28,7 +28,7 @@ def _clients(sizes, batch_size, weighted=False):
 
 
 def _compare(model_name, optimizer, objective, sizes, *, batch_size=8, epochs=2,
-             weight_decay=0.0, weighted=False, tolerance=1e-6):
+             weight_decay=0.0, weighted=False, tolerance=1e-6, hparams=None):
   tf.keras.utils.set_random_seed(0)
   model_fn = lambda: models.build_model(model_name, SHAPE, 10)  # pylint: disable=unnecessary-lambda-assignment
   model = model_fn()
@@ -39,12 +39,17 @@ def _compare(model_name, optimizer, objective, sizes, *, batch_size=8, epochs=2,
   alone = client_work.build_local_training(model_fn(), optimizer, objective, epochs,
                                            weight_decay)
   together = stacked.build_stacked_training(model, optimizer, objective, weight_decay)
-  batches, mask = stacked.stack_batches(clients, client_data.batch_orders(clients, epochs),
-                                        batch_size, epochs)
-  updates, sums = together(weights, batches, mask, {})
+  hparams = hparams or {}
+  prologue_pass = objective.reads_received_logits() and bool(
+      objective.received_logits_needed(hparams))
+  updates, sums, reported = together(weights, hparams, *stacked.stack_round(
+      clients, batch_size, epochs, prologue_pass))
   scale = max(np.abs(w).max() for w in tf.nest.flatten(weights))
   for c, client in enumerate(clients):
-    result, metrics, _ = alone(weights, client.dataset(), (), {})
+    result, metrics, _ = alone(weights, client.dataset(), (), hparams)
+    for name in objective.metric_names:
+      assert float(reported[name][c]) == pytest.approx(
+          float(metrics[client_work.OBJECTIVE_METRICS_KEY][name]), rel=1e-6, abs=1e-6)
     for want, got in zip(tf.nest.flatten(result.update), tf.nest.flatten(updates)):
       np.testing.assert_allclose(got[c], want, atol=tolerance * scale, rtol=0)
     assert float(sums['weight_sum'][c]) / epochs == pytest.approx(
@@ -53,9 +58,8 @@ def _compare(model_name, optimizer, objective, sizes, *, batch_size=8, epochs=2,
     assert float(sums['loss_sum'][c]) == pytest.approx(float(metrics['loss_sum']), rel=1e-5)
     assert float(sums['correct'][c]) == float(metrics['correct'])
   # A group also trains each client as it trains alone in a group of one.
-  one_batches, one_mask = stacked.stack_batches(clients[-1:], client_data.batch_orders(
-      clients[-1:], epochs), batch_size, epochs)
-  one, _ = together(weights, one_batches, one_mask, {})
+  one, _, _ = together(weights, hparams, *stacked.stack_round(clients[-1:], batch_size,
+                                                              epochs, prologue_pass))
   for got, want in zip(tf.nest.flatten(one), tf.nest.flatten(updates)):
     np.testing.assert_allclose(got[0], want[-1], atol=tolerance * scale, rtol=0)
 
@@ -80,6 +84,32 @@ def test_convolutional_model():
            [5, 12], epochs=1)
 
 
+@pytest.mark.parametrize('signal, corrected', [('global', 0), ('global', 1),
+                                               ('training', 0), ('training', 1)])
+def test_forward_correction_stacks_its_prologue(signal, corrected):
+  """FedEFC's prologue (its clients' own transition matrices from the received model's
+  logits, then the forward-corrected loss) in each phase: in the stacked call the
+  received model runs on every client's examples at once, so logits, matrices and
+  updates equal each client's alone to rounding."""
+  objective = forward_correction.ForwardCorrectionObjective(10, signal=signal)
+  _compare('mlp', tff.learning.optimizers.build_sgdm(0.1, 0.9), objective, [5, 20, 13],
+           hparams={'corrected': np.int32(corrected)}, tolerance=1e-5)
+
+
+def test_stack_round_draws_the_prologue_pass_first():
+  clients = _clients([3, 5], batch_size=2)
+  orders = client_data.batch_orders(clients, 3)
+  batches, mask, first, first_mask = stacked.stack_round(clients, 2, 2, prologue_pass=True)
+  for c, client in enumerate(clients):
+    n = client.num_examples
+    np.testing.assert_array_equal(first['index'][c][first_mask[c]], orders[c][:n])
+    np.testing.assert_array_equal(batches['index'][c][mask[c]], orders[c][n:])
+  batches, mask, _, first_mask = stacked.stack_round(clients, 2, 2, prologue_pass=False)
+  assert not first_mask.any()
+  np.testing.assert_array_equal(batches['index'][1][mask[1]],
+                                client_data.batch_orders(clients, 2)[1])
+
+
 def test_stack_batches_pads_and_masks():
   clients = _clients([3, 5], batch_size=2)
   orders = client_data.batch_orders(clients, 2)
@@ -94,7 +124,6 @@ def test_stack_batches_pads_and_masks():
 @pytest.mark.parametrize('model_name, options, objective, reason', [
     ('resnet20', {'norm': 'batch'}, ClientObjective(), 'BatchNormalization'),
     ('mnist_cnn', {}, ClientObjective(), 'Dropout'),
-    ('mlp', {}, forward_correction.ForwardCorrectionObjective(10), 'its own prologue'),
     ('mlp', {}, masked_optim.MaskedOptimObjective(10), 'its own prologue'),
     ('mlp', {}, contrastive.KSimilarityObjective(2, 0.5, 1.0), 'features'),
 ])

@@ -40,7 +40,8 @@ METHODS = {
     'fedcorr': ({'t1': 1}, {'preprocessing': 1, 'beta': 5.0}),
 }
 
-STACKED = ('fedavg', 'fedprox', 'fedln', 'fedln_nafedavg', 'fedds')
+STACKED = ('fedavg', 'fedprox', 'fedln', 'fedln_nafedavg', 'fedds', 'fedefc',
+           'forward_correction')
 
 
 def _config(cache, runtime, method, aggregator='mean', **fl):
@@ -313,10 +314,10 @@ def test_a_group_that_does_not_fit_is_halved_and_reported(monkeypatch):
   small = runtime(4)
   kernel = small._stacked_kernel  # pylint: disable=protected-access
 
-  def out_of_memory_above_two(initial, batches, mask, hparams):
+  def out_of_memory_above_two(initial, hparams, batches, mask, *prologue):
     if mask.shape[0] > 2:
       raise tf.errors.ResourceExhaustedError(None, None, 'OOM when allocating')
-    return kernel(initial, batches, mask, hparams)
+    return kernel(initial, hparams, batches, mask, *prologue)
 
   monkeypatch.setattr(small, '_stacked_kernel', out_of_memory_above_two)
   got, got_metrics, _, notes = small.train(weights, {}, clients, [()] * 5)

@@ -15,10 +15,18 @@ per-example loss of the objective over the batch's real examples, the client's
 optimiser step (``client_step.optimizer_step``, the kernel's own), the update
 ``initial - trained``; tests hold the two equal.
 
+An objective whose prologue is ``prologue_of_logits`` of the received model's logits
+(FedEFC's transition matrices) is stacked too: the received model runs in inference mode
+on every client's examples of the prologue's pass at once, each client's context is
+computed from its own rows (in the pass's order, as the kernel computes it) and enters
+its steps, and the context's reported metrics (``metric_names``) come back per client.
+The logits of one big batch equal the kernel's batch-by-batch ones to rounding, not
+bit for bit.
+
 Only what is exact when stacked is stacked (``unstackable_reason``): objectives whose
-loss is per example with no prologue, epilogue, state or reported metrics, and models
-whose forward pass in training depends on nothing but the weights and the example
-(no BatchNorm batch statistics, no dropout, no regularisation losses).
+loss is per example with no prologue but ``prologue_of_logits``, no epilogue and no
+state, and models whose forward pass in training depends on nothing but the weights and
+the example (no BatchNorm batch statistics, no dropout, no regularisation losses).
 """
 
 import collections
@@ -90,8 +98,8 @@ def weight_regularizers(model: tf.keras.Model) -> list:
 
 def unstackable_reason(model: tf.keras.Model, objective: ClientObjective) -> str:
   """Why clients of ``objective`` on ``model`` cannot be stacked ('' when they can)."""
-  for method in ('prologue', 'epilogue', 'client_metrics', 'weight_gradients', 'step_shift',
-                 'trained_state', 'client_outputs'):
+  for method in ('prologue', 'epilogue', 'weight_gradients', 'step_shift', 'trained_state',
+                 'client_outputs'):
     if getattr(type(objective), method) is not getattr(ClientObjective, method):
       return f'the objective {type(objective).__name__} has its own {method}'
   if objective.reference_models:
@@ -118,38 +126,69 @@ def unstackable_reason(model: tf.keras.Model, objective: ClientObjective) -> str
   return ''
 
 
+def _client_contexts(model, objective: ClientObjective, weights, batches, mask, hparams):
+  """Each client's context ``prologue_of_logits`` of the received ``weights``' logits of
+  its real examples in ``batches`` (``[C, P, B, ...]``, the prologue's pass), and its
+  reported metrics: two structures of ``[C, ...]`` tensors."""
+  x = batches['x']
+  rows = tf.concat([[-1], tf.shape(x)[3:]], 0)
+  with substituted(model, weights):
+    logits = model(tf.reshape(x, rows), training=False)
+  num_clients = tf.shape(mask)[0]
+  logits = tf.reshape(logits, [num_clients, -1, tf.shape(logits)[-1]])
+  labels = tf.reshape(tf.cast(batches['y'], tf.int64), [num_clients, -1])
+  real = tf.reshape(mask, [num_clients, -1])
+
+  def of_client(c):
+    context = objective.prologue_of_logits(tf.boolean_mask(logits[c], real[c]),
+                                           tf.boolean_mask(labels[c], real[c]), hparams)
+    return context, objective.client_metrics(context, hparams)
+
+  signature = tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape, t.dtype),
+                                    of_client(0))
+  return tf.map_fn(of_client, tf.range(num_clients), fn_output_signature=signature)
+
+
 def build_stacked_training(model: tf.keras.Model, optimizer, objective: ClientObjective,
                            weight_decay: float = 0.0):
   """A ``tf.function`` training a group of stacked clients (module doc).
 
-  ``(initial_weights, batches, mask, hparams) -> (updates, sums)``: ``batches`` maps
-  each dataset field to ``[C, S, B, ...]``, ``mask`` is ``[C, S, B]`` bool; ``updates``
-  are ``initial - trained`` stacked per client (``ModelWeights`` of ``[C, ...]``) and
-  ``sums`` the per-client ``loss_sum``, ``correct``, ``num_examples`` and ``weight_sum``
-  (the aggregation weight summed over every pass) as ``[C]`` tensors.
+  ``(initial_weights, hparams, batches, mask, prologue_batches, prologue_mask) ->
+  (updates, sums, metrics)``: ``batches`` maps each dataset field to ``[C, S, B, ...]``,
+  ``mask`` is ``[C, S, B]`` bool; ``prologue_batches`` and ``prologue_mask`` are the
+  same of the pass ``prologue_of_logits`` reads (no steps when the objective reads
+  none this round); ``updates`` are ``initial - trained`` stacked per client
+  (``ModelWeights`` of ``[C, ...]``), ``sums`` the per-client ``loss_sum``,
+  ``correct``, ``num_examples`` and ``weight_sum`` (the aggregation weight summed over
+  every pass) and ``metrics`` the objective's reported ones, as ``[C]`` tensors.
   """
   weights = client_work.model_weights_of(model)
   trainable_specs = tuple(tf.TensorSpec(v.shape, v.dtype) for v in weights.trainable)
   regularizers = weight_regularizers(model)
+  reads_logits = objective.reads_received_logits()
 
-  @tf.function(reduce_retracing=True)  # Groups and rounds differ in clients and steps.
-  def train(initial_weights, batches, mask, hparams):
+  @tf.function
+  def train(initial_weights, hparams, batches, mask, prologue_batches, prologue_mask):
     num_clients = tf.shape(mask)[0]
     initial_trainable = tuple(tf.convert_to_tensor(w) for w in initial_weights.trainable)
     non_trainable = tuple(tf.convert_to_tensor(w) for w in initial_weights.non_trainable)
+    contexts, metrics = {}, {}
+    if reads_logits:
+      contexts, metrics = _client_contexts(model, objective, initial_weights,
+                                           prologue_batches, prologue_mask, hparams)
 
     def per_client(value):
       value = tf.convert_to_tensor(value)
       return tf.broadcast_to(value, tf.concat([[num_clients], tf.shape(value)], 0))
 
     def client_step(args):
-      trainable, opt_state, batch, real = args
+      trainable, opt_state, batch, real, context = args
       with tf.GradientTape() as tape:
         tape.watch(trainable)
         with substituted(model, client_work.model_weights_of_values(trainable,
                                                                     non_trainable)):
           logits = model(batch['x'], training=True)
-        per_example = objective.loss(batch, logits, None, {}, hparams, None)
+        per_example = objective.loss(batch, logits, None, context, hparams, None)
         per_example = tf.where(real, per_example, tf.zeros_like(per_example))
         count = tf.reduce_sum(tf.cast(real, tf.float32))
         loss = tf.reduce_sum(per_example) / tf.maximum(count, 1.0)
@@ -157,7 +196,7 @@ def build_stacked_training(model: tf.keras.Model, optimizer, objective: ClientOb
           loss += tf.add_n([regularizer(trainable[i]) for i, regularizer in regularizers])
       new_opt_state, new_trainable = client_step_lib.optimizer_step(
           optimizer, opt_state, trainable, tape.gradient(loss, trainable), initial_trainable,
-          objective, {}, hparams, weight_decay)
+          objective, context, hparams, weight_decay)
       stepped = count > 0
       keep = lambda new, old: tf.where(stepped, new, old)  # pylint: disable=unnecessary-lambda-assignment
       trainable = tuple(keep(n, o) for n, o in zip(new_trainable, trainable))
@@ -180,16 +219,28 @@ def build_stacked_training(model: tf.keras.Model, optimizer, objective: ClientOb
     for step in tf.range(tf.shape(mask)[1]):
       batch = {name: value[:, step] for name, value in batches.items()}
       trainable, opt_state, step_sums = tf.vectorized_map(
-          client_step, (trainable, opt_state, batch, mask[:, step]))
+          client_step, (trainable, opt_state, batch, mask[:, step], contexts))
       sums += step_sums
     updates = client_work.model_weights_of_values(
         [w[None] - t for w, t in zip(initial_trainable, trainable)],
         [tf.zeros_like(per_client(w)) for w in non_trainable])
     return updates, collections.OrderedDict(
         loss_sum=sums[:, 0], correct=sums[:, 1],
-        num_examples=tf.cast(sums[:, 2], tf.int64), weight_sum=sums[:, 3])
+        num_examples=tf.cast(sums[:, 2], tf.int64), weight_sum=sums[:, 3]), metrics
 
-  return train
+  def train_group(initial_weights, hparams, batches, mask, prologue_batches, prologue_mask):
+    args = (initial_weights, hparams, batches, mask, prologue_batches, prologue_mask)
+    # Traced once for any number of clients and steps (groups and rounds differ in
+    # both): the first call traces for arrays of unknown leading [clients, steps].
+    if not train.experimental_get_tracing_count():
+      specs = [tf.nest.map_structure(lambda t: tf.TensorSpec(np.shape(t), t.dtype), a)
+               for a in args[:2]]
+      specs += [tf.nest.map_structure(
+          lambda a: tf.TensorSpec((None, None) + a.shape[2:], a.dtype), a) for a in args[2:]]
+      train.get_concrete_function(*specs)
+    return train(*args)
+
+  return train_group
 
 
 def stack_batches(clients, orders, batch_size: int, passes: int):
@@ -220,3 +271,17 @@ def stack_batches(clients, orders, batch_size: int, passes: int):
     for name, value in client.features.items():
       batches[name][c, step, slot] = value[order]
   return batches, mask
+
+
+def stack_round(clients, batch_size: int, local_epochs: int, prologue_pass: bool) -> tuple:
+  """``(batches, mask, prologue_batches, prologue_mask)`` of a group's round, for
+  ``build_stacked_training``: with ``prologue_pass`` (the objective reads the received
+  model's logits this round), the pass of the prologue draws each client's first shuffle,
+  as in the kernel, and training the next ``local_epochs``; without, the prologue's
+  batches have no real example."""
+  passes = int(prologue_pass)
+  orders = client_data_lib.batch_orders(clients, passes + local_epochs)
+  first = [order[:c.num_examples * passes] for c, order in zip(clients, orders)]
+  rest = [order[c.num_examples * passes:] for c, order in zip(clients, orders)]
+  return (*stack_batches(clients, rest, batch_size, local_epochs),
+          *stack_batches(clients, first, batch_size, passes))

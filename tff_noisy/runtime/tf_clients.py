@@ -119,6 +119,7 @@ class InProcessClients:
     num_weights = sum(int(np.prod(v.shape)) for v in model.variables)
     self.clients_per_call = int(clients_per_call or max(1, min(
         MAX_AUTO_CLIENTS_PER_CALL, AUTO_STACK_BYTES // (16 * max(num_weights, 1)))))
+    self._objective = objective
     if self.stacked:
       self._stacked_kernel = stacked.build_stacked_training(model, optimizer, objective,
                                                             weight_decay)
@@ -202,10 +203,11 @@ class InProcessClients:
 
   def _train_group(self, weights, hparams, group: list, faults: list) -> list:
     """One stacked call on ``group``; each client's ``client_work.client_outcome``."""
-    orders = client_data_lib.batch_orders(group, self.local_epochs)
-    batches, mask = stacked.stack_batches(group, orders, self.batch_size, self.local_epochs)
-    updates, sums = self._stacked_kernel(weights, batches, mask, hparams)
-    updates, sums = _to_numpy(updates), _to_numpy(sums)
+    prologue_pass = self._objective.reads_received_logits() and bool(
+        self._objective.received_logits_needed(hparams))
+    updates, sums, objective_metrics = _to_numpy(self._stacked_kernel(
+        weights, hparams, *stacked.stack_round(group, self.batch_size, self.local_epochs,
+                                               prologue_pass)))
     trainable, non_trainable = updates.trainable, updates.non_trainable
     finite = _finite_per_client(list(trainable) + list(non_trainable))
     trained = []
@@ -215,5 +217,6 @@ class InProcessClients:
       trained.append(client_work.client_outcome(
           update, sums['weight_sum'][c] / self.local_epochs, loss_sum=sums['loss_sum'][c],
           correct=sums['correct'][c], num_examples=int(sums['num_examples'][c]),
-          finite=sent_finite))
+          finite=sent_finite, objective_metrics={
+              name: objective_metrics[name][c] for name in self._objective.metric_names}))
     return trained

@@ -5,7 +5,12 @@ calls, in order (ARCHITECTURE §3):
 
 1. ``prologue(predict, dataset, state, hparams) -> context`` on the just-received global
    model, before any training (FedEFC's transition matrix, MaskedOptim's class prior).
-   The context never leaves the client. An objective that names ``reference_models``
+   The context never leaves the client. An objective whose context depends on nothing
+   but the received model's inference-mode logits of the client's examples and their
+   labels defines ``prologue_of_logits(logits, labels, hparams)`` instead: the default
+   prologue then makes that one pass (``inference_pass``; none in the rounds where
+   ``received_logits_needed`` is false), and the ``tf`` runtime can stack its clients
+   (it runs the received model on every client's examples at once). An objective that names ``reference_models``
    (MOON's global and previous models) has frozen copies of the model, their weights set
    by ``reference_weights(received, state, hparams)`` before the prologue; its context
    also holds, under each name, ``x -> (features, logits)`` of that copy in inference
@@ -57,6 +62,21 @@ import tensorflow as tf
 from tff_noisy.ops import losses
 
 
+def inference_pass(predict, dataset):
+  """The logits ``predict(x)`` [N, num classes] and labels [N] of every example of
+  ``dataset``, in one pass in its order, batch by batch."""
+
+  def collect(arrays, batch):
+    logits, labels = arrays
+    return (logits.write(logits.size(), predict(batch['x'])),
+            labels.write(labels.size(), tf.cast(batch['y'], tf.int64)))
+
+  empty = (tf.TensorArray(tf.float32, size=0, dynamic_size=True, infer_shape=False),
+           tf.TensorArray(tf.int64, size=0, dynamic_size=True, infer_shape=False))
+  logits, labels = dataset.reduce(empty, collect)
+  return logits.concat(), tf.reshape(labels.concat(), [-1])
+
+
 class ClientObjective:
   """Cross-entropy with an optional FedProx proximal term: FedAvg's and FedProx's clients."""
 
@@ -104,9 +124,34 @@ class ClientObjective:
         'no reference_weights')
 
   def prologue(self, predict, dataset, state, hparams) -> dict:
-    """Context for the losses, computed with the received model (``predict(x)`` logits)."""
-    del predict, dataset, state, hparams
-    return {}
+    """Context for the losses, computed with the received model (``predict(x)`` logits):
+    ``prologue_of_logits`` of one ``inference_pass`` when the objective defines it, else
+    none."""
+    del state
+    if not self.reads_received_logits():
+      return {}
+    needed = self.received_logits_needed(hparams)
+    if needed is True:
+      logits, labels = inference_pass(predict, dataset)
+    else:  # No pass (and no shuffle of the dataset drawn) in rounds that read nothing.
+      logits, labels = tf.cond(needed, lambda: inference_pass(predict, dataset),
+                               lambda: (tf.zeros([0, 0]), tf.zeros([0], tf.int64)))
+    return self.prologue_of_logits(logits, labels, hparams)
+
+  def prologue_of_logits(self, logits, labels, hparams) -> dict:
+    """The context from the received model's inference-mode ``logits`` [N, num classes]
+    of the client's examples and their ``labels`` [N] (module doc)."""
+    raise NotImplementedError(f'{type(self).__name__} has no prologue_of_logits')
+
+  def received_logits_needed(self, hparams):
+    """Whether this round's ``prologue_of_logits`` reads the logits: True, or a bool
+    tensor of the hparams (False: it gets none, ``[0, 0]``, and no pass is made)."""
+    del hparams
+    return True
+
+  def reads_received_logits(self) -> bool:
+    """Whether the context is ``prologue_of_logits`` of the received model's logits."""
+    return type(self).prologue_of_logits is not ClientObjective.prologue_of_logits
 
   def loss(self, batch, logits, features, context, hparams, rows):
     """Per-example loss [B]; cross-entropy on the batch's labels."""

@@ -27,6 +27,7 @@ import numpy as np
 import tensorflow as tf
 
 from tff_noisy.federated import probe
+from tff_noisy.federated.objectives import base as objectives_base
 from tff_noisy.methods import base
 from tff_noisy.methods.fedefc import objective as forward_correction
 from tff_noisy.methods.fedefc.diagnostics import TransitionEstimates
@@ -38,9 +39,9 @@ def _matrix_estimates(objective: forward_correction.ForwardCorrectionObjective):
   num_classes = objective.num_classes
 
   def statistic(model, dataset):
-    logits, labels = forward_correction.inference_pass(
-        lambda x: model(x, training=False), dataset, num_classes)
-    probs = tf.nn.softmax(logits)
+    logits, labels = objectives_base.inference_pass(lambda x: model(x, training=False),
+                                                    dataset)
+    probs = tf.nn.softmax(tf.reshape(logits, [-1, num_classes]))
     return (transition_tf.estimate_transition_matrix(probs, labels, num_classes),
             transition_tf.anchor_transition_matrix(probs, objective.anchor_percentile))
 

@@ -35,20 +35,6 @@ ESTIMATORS = ('confident_joint', 'anchor')
 SIGNALS = ('global', 'training')
 
 
-def inference_pass(predict, dataset, num_classes: int):
-  """Inference-mode logits [N, C] and labels [N] of every example, in one pass."""
-
-  def collect(arrays, batch):
-    logits, labels = arrays
-    return (logits.write(logits.size(), predict(batch['x'])),
-            labels.write(labels.size(), tf.cast(batch['y'], tf.int64)))
-
-  empty = (tf.TensorArray(tf.float32, size=0, dynamic_size=True, infer_shape=False),
-           tf.TensorArray(tf.int64, size=0, dynamic_size=True, infer_shape=False))
-  logits, labels = dataset.reduce(empty, collect)
-  return tf.reshape(logits.concat(), [-1, num_classes]), tf.reshape(labels.concat(), [-1])
-
-
 def _own_label_accuracy(logits, labels):
   """The received model's accuracy on the client's own (noisy) labels (Eq. 2's signal)."""
   hits = tf.cast(tf.equal(tf.argmax(logits, axis=1), labels), tf.float32)
@@ -103,25 +89,21 @@ class ForwardCorrectionObjective(ClientObjective):
     singular = tf.cast(transition_tf.is_singular(estimated), tf.float32)
     return self._applied(estimated, labels), clipped, singular
 
-  def prologue(self, predict, dataset, state, hparams):
-    corrected = tf.equal(hparams['corrected'], 1)
-    skipped = (tf.eye(self.num_classes), tf.constant(0.0), tf.constant(0.0))
-
-    def measure():
-      logits, labels = inference_pass(predict, dataset, self.num_classes)
-      accuracy = _own_label_accuracy(logits, labels)
-      return tf.cond(corrected, lambda: self.estimate(tf.nn.softmax(logits), labels),
-                     lambda: skipped) + (accuracy,)
-
+  def received_logits_needed(self, hparams):
     if self.signal == 'global':
-      matrix, clipped, singular, accuracy = measure()
-    else:  # Stage 1 makes no pass at all.
-      matrix, clipped, singular, accuracy = tf.cond(
-          corrected, measure, lambda: skipped + (tf.constant(0.0),))
+      return True
+    return tf.equal(hparams['corrected'], 1)  # Stage 1 reads nothing.
+
+  def prologue_of_logits(self, logits, labels, hparams):
+    logits = tf.reshape(logits, [-1, self.num_classes])
+    matrix, clipped, singular = tf.cond(
+        tf.equal(hparams['corrected'], 1),
+        lambda: self.estimate(tf.nn.softmax(logits), labels),
+        lambda: (tf.eye(self.num_classes), tf.constant(0.0), tf.constant(0.0)))
     context = {'matrix': matrix, 'matrix_singular': singular,
                'matrix_clipped_columns': clipped}
     if self.signal == 'global':
-      context['received_accuracy'] = accuracy
+      context['received_accuracy'] = _own_label_accuracy(logits, labels)
     return context
 
   def device_prologue(self, predict, x, y, hparams):
@@ -154,7 +136,9 @@ class ForwardCorrectionObjective(ClientObjective):
 
   def loss(self, batch, logits, features, context, hparams, rows):
     del features, rows
-    return tf.cond(
+    # Both, then the phase's: the unselected loss adds exact zeros to the gradient, and
+    # the stacked runtime's vectorisation (pfor) cannot take the gradient of a tf.cond.
+    return tf.where(
         tf.equal(hparams['corrected'], 1),
-        lambda: losses.forward_corrected_cross_entropy(batch['y'], logits, context['matrix']),
-        lambda: losses.cross_entropy(batch['y'], logits))
+        losses.forward_corrected_cross_entropy(batch['y'], logits, context['matrix']),
+        losses.cross_entropy(batch['y'], logits))
