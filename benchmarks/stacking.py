@@ -5,7 +5,8 @@ and ``false``, for each (MLP width, batch size, local epochs) point: both train 
 sampled clients each round, taking turns round by round, and each time is the median over
 ``--rounds`` rounds after one that traces. ``fl.stack_clients: null`` stacks on the CPU
 when the median client takes at most ``tf_clients.CPU_MAX_STACKED_CLIENT_STEPS`` steps a
-round, which these ratios set; each row says what it picks.
+round and the model has no convolution, which these ratios set; each row says what it
+picks. A point's width 0 keeps the config's model as it is (one without a width option).
 
   .venv/bin/python benchmarks/stacking.py [experiments/configs/fedln_fmnist.yaml]
       [--points 16x128x1,256x128x1,64x16x1,64x128x5,1024x128x5,16x16x5] [--rounds 3]
@@ -28,6 +29,7 @@ import method_cost  # pylint: disable=g-import-not-at-top
 from tff_noisy import config as config_lib  # pylint: disable=g-import-not-at-top
 from tff_noisy import files  # pylint: disable=g-import-not-at-top
 from tff_noisy.data import federated as federated_data  # pylint: disable=g-import-not-at-top
+from tff_noisy.federated.objectives.base import ClientObjective  # pylint: disable=g-import-not-at-top
 from tff_noisy.runtime import tf_clients  # pylint: disable=g-import-not-at-top
 from tff_noisy.simulation import assembly  # pylint: disable=g-import-not-at-top
 from tff_noisy.simulation import driver  # pylint: disable=g-import-not-at-top
@@ -40,8 +42,9 @@ DEFAULT_CONFIG = os.path.join(os.path.dirname(__file__), '..', 'experiments', 'c
 def measure_point(args, width: int, batch_size: int, epochs: int, data) -> dict:
   """Median seconds per round, stacked and one call per client, at one point."""
   overrides = args.set + ['method.name=fedavg', 'method.params={}', 'fl.client_runtime=tf',
-                          f'model.width={width}', f'fl.batch_size={batch_size}',
-                          f'fl.local_epochs={epochs}']
+                          f'fl.batch_size={batch_size}', f'fl.local_epochs={epochs}']
+  if width:  # 0: the config's model as it is (one without a width option).
+    overrides.append(f'model.width={width}')
   variants = {stack: method_cost.Variant(
       f'stack_clients={stack}', config_lib.load(args.config, overrides + [
           f'fl.stack_clients={str(stack).lower()}']), data) for stack in (True, False)}
@@ -58,7 +61,8 @@ def measure_point(args, width: int, batch_size: int, epochs: int, data) -> dict:
           'median_client_steps': steps,
           'stacked_s_per_round': stacked_s, 'one_call_per_client_s_per_round': each_s,
           'stacked_over_one_call': stacked_s / each_s,
-          'default_on_cpu_stacks': steps <= tf_clients.CPU_MAX_STACKED_CLIENT_STEPS,
+          'default_on_cpu_stacks': not tf_clients.why_not_stacked(
+              variants[True].method.setup.model_fn(), ClientObjective(), None, 'CPU', steps),
           'round_seconds': {str(s): v.round_seconds for s, v in variants.items()}}
 
 

@@ -187,6 +187,14 @@ def test_cpu_stacks_clients_of_few_steps_and_trains_larger_ones_one_call_each():
   assert unstacked['why_not_stacked'] == 'fl.stack_clients: false'
 
 
+def test_cpu_trains_convolutional_clients_one_call_each_unless_told_to_stack():
+  cnn = models.build_model('pooled_cnn', (8, 8, 1), 10)
+  reason = tf_clients.why_not_stacked(cnn, ClientObjective(), None, 'CPU', 1)
+  assert reason.startswith('on the CPU, stacked convolutions (')
+  assert tf_clients.why_not_stacked(cnn, ClientObjective(), True, 'CPU', 1) == ''
+  assert tf_clients.why_not_stacked(cnn, ClientObjective(), None, 'GPU:0', 1) == ''
+
+
 def test_why_not_stacked_puts_exactness_first_and_stacks_on_a_gpu():
   class WithPrologue(ClientObjective):
 

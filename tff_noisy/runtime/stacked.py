@@ -250,26 +250,28 @@ def stack_batches(clients, orders, batch_size: int, passes: int):
   into batches of ``batch_size`` that restart at each pass, as ``dataset().repeat()``
   yields them; the group is padded to its longest client.
   """
-  steps = [passes * client_data_lib.steps_per_pass(c.num_examples, batch_size)
-           for c in clients]
-  num_steps = max(steps + [1])
+  sizes = np.array([c.num_examples for c in clients], np.int64)
+  per_pass = -(-sizes // batch_size)  # client_data.steps_per_pass of each client.
+  num_steps = int(max(passes * per_pass.max(initial=0), 1))
   fields = clients[0].features
   batches = {name: np.zeros((len(clients), num_steps, batch_size, *value.shape[1:]),
                             value.dtype) for name, value in fields.items()}
   mask = np.zeros((len(clients), num_steps, batch_size), bool)
-  for c, (client, order) in enumerate(zip(clients, orders)):
-    n = client.num_examples
-    if not n:
-      continue
-    per_pass = client_data_lib.steps_per_pass(n, batch_size)
-    # Slot of each position of `order` in the [steps, batch] grid: a pass starts a batch.
-    position = np.arange(len(order))
-    pass_index, within = np.divmod(position, n)
-    step = pass_index * per_pass + within // batch_size
-    slot = within % batch_size
-    mask[c, step, slot] = True
-    for name, value in client.features.items():
-      batches[name][c, step, slot] = value[order]
+  lengths = np.array([len(order) for order in orders], np.int64)
+  if not lengths.sum():
+    return batches, mask
+  # Every client's orders at once: the owner of each position, its place in its client's
+  # order, and from that its slot in the [steps, batch] grid (a pass starts a batch).
+  owner = np.repeat(np.arange(len(clients)), lengths)
+  position = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+  pass_index, within = np.divmod(position, sizes[owner])
+  step = pass_index * per_pass[owner] + within // batch_size
+  slot = within % batch_size
+  mask[owner, step, slot] = True
+  rows = (np.cumsum(sizes) - sizes)[owner] + np.concatenate(orders)
+  for name in fields:
+    batches[name][owner, step, slot] = np.concatenate(
+        [c.features[name] for c in clients])[rows]
   return batches, mask
 
 

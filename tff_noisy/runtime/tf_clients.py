@@ -15,7 +15,8 @@ keeps the path and, for one call per client, why):
   halved and retried; the round's record says so (``clients_per_call``). It saves the
   per-call overheads of many small clients, but on the CPU a stacked step costs more per
   client than one client's step, so by default (``fl.stack_clients: null``) a CPU stacks
-  only clients whose median takes at most ``CPU_MAX_STACKED_CLIENT_STEPS`` steps a round.
+  only clients whose median takes at most ``CPU_MAX_STACKED_CLIENT_STEPS`` steps a round,
+  of models without convolutions (which the vectorisation runs client by client).
 - **one call per client**: the kernel itself, for the objectives and models that cannot
   be stacked exactly (``stacked.unstackable_reason``), for clients of more steps on the
   CPU, and with ``fl.stack_clients: false``. Clients run one after another: with a
@@ -51,6 +52,12 @@ MAX_AUTO_CLIENTS_PER_CALL = 1024
 # fl.stack_clients: null on the CPU stacks the clients of a run whose median client takes at
 # most this many steps a round (local epochs x batches). Measured by benchmarks/stacking.py.
 CPU_MAX_STACKED_CLIENT_STEPS = 50
+# Layers that tf.vectorized_map runs one client at a time, in a loop inside the graph: on
+# the CPU a stacked round of pooled_cnn clients took 1.6x one call per client
+# (benchmarks/stacking.py on fedefc_fmnist.yaml's 10 clients of 20 steps).
+_LOOPED_WHEN_STACKED = (tf.keras.layers.Conv1D, tf.keras.layers.Conv2D,
+                        tf.keras.layers.Conv3D, tf.keras.layers.DepthwiseConv2D,
+                        tf.keras.layers.SeparableConv1D, tf.keras.layers.SeparableConv2D)
 
 
 def training_device() -> str:
@@ -65,8 +72,14 @@ def why_not_stacked(model: tf.keras.Model, objective, stack: Optional[bool], dev
   if stack is False:
     return 'fl.stack_clients: false'
   reason = stacked.unstackable_reason(model, objective)
-  if reason or stack or device != 'CPU' or median_client_steps is None:
+  if reason or stack or device != 'CPU':
     return reason
+  looped = [layer.name for layer in model.submodules if isinstance(layer, _LOOPED_WHEN_STACKED)]
+  if looped:
+    return (f'on the CPU, stacked convolutions ({looped[0]}) run one client at a time and '
+            'train slower than one call per client (fl.stack_clients: true stacks)')
+  if median_client_steps is None:
+    return ''
   if median_client_steps > CPU_MAX_STACKED_CLIENT_STEPS:
     return (f'on the CPU, clients of {median_client_steps} steps a round (the median) '
             f'train faster one call each than stacked (above {CPU_MAX_STACKED_CLIENT_STEPS}; '
