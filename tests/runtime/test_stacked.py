@@ -40,8 +40,7 @@ def _compare(model_name, optimizer, objective, sizes, *, batch_size=8, epochs=2,
                                            weight_decay)
   together = stacked.build_stacked_training(model, optimizer, objective, weight_decay)
   hparams = hparams or {}
-  prologue_pass = objective.reads_received_logits() and bool(
-      objective.received_logits_needed(hparams))
+  prologue_pass = stacked.prologue_pass(objective, hparams)
   updates, sums, reported = together(weights, hparams, *stacked.stack_round(
       clients, batch_size, epochs, prologue_pass))
   scale = max(np.abs(w).max() for w in tf.nest.flatten(weights))

@@ -167,7 +167,7 @@ def build_stacked_training(model: tf.keras.Model, optimizer, objective: ClientOb
   regularizers = weight_regularizers(model)
   reads_logits = objective.reads_received_logits()
 
-  @tf.function
+  @tf.function(reduce_retracing=True)  # Should a round bring other fields (see below).
   def train(initial_weights, hparams, batches, mask, prologue_batches, prologue_mask):
     num_clients = tf.shape(mask)[0]
     initial_trainable = tuple(tf.convert_to_tensor(w) for w in initial_weights.trainable)
@@ -273,6 +273,11 @@ def stack_batches(clients, orders, batch_size: int, passes: int):
     batches[name][owner, step, slot] = np.concatenate(
         [c.features[name] for c in clients])[rows]
   return batches, mask
+
+
+def prologue_pass(objective: ClientObjective, hparams) -> bool:
+  """Whether this round's clients make the pass ``prologue_of_logits`` reads."""
+  return objective.reads_received_logits() and bool(objective.received_logits_needed(hparams))
 
 
 def stack_round(clients, batch_size: int, local_epochs: int, prologue_pass: bool) -> tuple:

@@ -216,11 +216,10 @@ class InProcessClients:
 
   def _train_group(self, weights, hparams, group: list, faults: list) -> list:
     """One stacked call on ``group``; each client's ``client_work.client_outcome``."""
-    prologue_pass = self._objective.reads_received_logits() and bool(
-        self._objective.received_logits_needed(hparams))
     updates, sums, objective_metrics = _to_numpy(self._stacked_kernel(
         weights, hparams, *stacked.stack_round(group, self.batch_size, self.local_epochs,
-                                               prologue_pass)))
+                                               stacked.prologue_pass(self._objective,
+                                                                     hparams))))
     trainable, non_trainable = updates.trainable, updates.non_trainable
     finite = _finite_per_client(list(trainable) + list(non_trainable))
     trained = []

@@ -10,7 +10,8 @@ calls, in order (ARCHITECTURE §3):
    labels defines ``prologue_of_logits(logits, labels, hparams)`` instead: the default
    prologue then makes that one pass (``inference_pass``; none in the rounds where
    ``received_logits_needed`` is false), and the ``tf`` runtime can stack its clients
-   (it runs the received model on every client's examples at once). An objective that names ``reference_models``
+   (it runs the received model on every client's examples at once). An objective that
+   names ``reference_models``
    (MOON's global and previous models) has frozen copies of the model, their weights set
    by ``reference_weights(received, state, hparams)`` before the prologue; its context
    also holds, under each name, ``x -> (features, logits)`` of that copy in inference
