@@ -118,7 +118,8 @@ class FLConfig:
   stack_clients: Optional[bool] = described(
       None, 'tf runtime: true stacks clients in one graph call where that is exact, false '
       'trains one call per client; None: stacked on a GPU, and on the CPU when the median '
-      'client takes at most 50 steps a round (docs/guide.md: Client runtimes).')
+      'client takes at most 50 steps a round and the model has no convolution '
+      '(docs/guide.md: Client runtimes).')
 
 
 @dataclasses.dataclass
