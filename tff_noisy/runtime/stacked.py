@@ -251,8 +251,10 @@ def stack_batches(clients, orders, batch_size: int, passes: int):
   yields them; the group is padded to its longest client.
   """
   sizes = np.array([c.num_examples for c in clients], np.int64)
-  per_pass = -(-sizes // batch_size)  # client_data.steps_per_pass of each client.
-  num_steps = int(max(passes * per_pass.max(initial=0), 1))
+  per_pass = np.array([client_data_lib.steps_per_pass(n, batch_size) for n in sizes],
+                      np.int64)
+  # No pass (a prologue that reads nothing this round): no step, so no padding to carry.
+  num_steps = int(max(passes * per_pass.max(initial=0), 1)) if passes else 0
   fields = clients[0].features
   batches = {name: np.zeros((len(clients), num_steps, batch_size, *value.shape[1:]),
                             value.dtype) for name, value in fields.items()}
@@ -285,7 +287,7 @@ def stack_round(clients, batch_size: int, local_epochs: int, prologue_pass: bool
   ``build_stacked_training``: with ``prologue_pass`` (the objective reads the received
   model's logits this round), the pass of the prologue draws each client's first shuffle,
   as in the kernel, and training the next ``local_epochs``; without, the prologue's
-  batches have no real example."""
+  batches have no step."""
   passes = int(prologue_pass)
   orders = client_data_lib.batch_orders(clients, passes + local_epochs)
   first = [order[:c.num_examples * passes] for c, order in zip(clients, orders)]
