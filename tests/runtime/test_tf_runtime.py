@@ -18,6 +18,7 @@ from tff_noisy.data import federated as federated_data
 from tff_noisy.federated import client_data
 from tff_noisy.federated import client_work
 from tff_noisy.methods.maskedoptim import objective as masked_optim
+from tff_noisy.ops import faults as faults_lib
 from tff_noisy.federated.objectives.base import ClientObjective
 from tff_noisy.runtime import tf_clients
 from tff_noisy.simulation import assembly
@@ -336,3 +337,36 @@ def test_a_group_that_does_not_fit_is_halved_and_reported(monkeypatch):
       np.testing.assert_allclose(b, a, atol=1e-6)
     assert float(g.update_weight) == float(w.update_weight)
   assert float(got_metrics['loss']) == pytest.approx(float(want_metrics['loss']), rel=1e-6)
+
+
+def test_stacked_updates_stay_stacked_in_client_order_with_faults_applied():
+  """Groups of 2 clients sorted by steps: the kept stack's rows are the clients' own
+  updates in client order (the fault applied, a NaN row zeroed), as one call per client
+  sends them."""
+  tf.keras.utils.set_random_seed(0)
+  model_fn = lambda: models.build_model('mlp', (8, 8, 1), 10, width=16)  # pylint: disable=unnecessary-lambda-assignment
+
+  def runtime(stack):
+    return tf_clients.InProcessClients(
+        model_fn, tff.learning.optimizers.build_sgdm(0.1, momentum=0.9), ClientObjective(),
+        local_epochs=2, weight_decay=0.0, batch_size=4, clients_per_call=2, stack=stack)
+
+  rng = np.random.default_rng(0)
+  clients = [client_data.make_client_data(rng.random((n, 8, 8, 1)), rng.integers(0, 10, n),
+                                          4, i) for i, n in enumerate([9, 3, 5, 7, 2])]
+  faults = [faults_lib.fault_spec(behaviour, 100.0, 1.0, seed) for seed, behaviour in
+            enumerate([None, 'scale', 'nan', None, 'gaussian'])]
+  weights = tf.nest.map_structure(lambda v: v.numpy(),
+                                  client_work.model_weights_of(model_fn()))
+  got, _, _, _ = runtime(True).train(weights, {}, clients, [()] * 5, faults)
+  want, _, _, _ = runtime(False).train(weights, {}, clients, [()] * 5, faults)
+  assert got.stacked_update is not None and want.stacked_update is None
+  rows = tf.nest.flatten(got.stacked_update)
+  for c, (w, g) in enumerate(zip(want, got)):
+    for row, a, b in zip(rows, tf.nest.flatten(w.update), tf.nest.flatten(g.update)):
+      np.testing.assert_array_equal(np.asarray(row[c]), b)
+      np.testing.assert_allclose(b, a, atol=1e-5 * max(1.0, np.abs(a).max()))
+    assert float(g.update_weight) == float(w.update_weight)
+  assert float(got[2].update_weight) == 0 and not np.asarray(rows[0][2]).any()
+  for kept, restacked in zip(rows, tf.nest.flatten(client_work.stacked_updates(list(got)))):
+    np.testing.assert_array_equal(np.asarray(kept), restacked)

@@ -240,24 +240,62 @@ def build_client_update(model_fn: Callable[[], tf.keras.Model], element_spec, op
 def client_outcome(update, weight, *, loss_sum, correct, num_examples: int, finite: bool,
                    objective_metrics=None) -> tuple:
   """One client's ``(ClientResult, metrics)`` from its trained update and sums, outside
-  TFF's graph (the ``tf`` runtime's stacked path, the ``tflite`` runtime), by the rule
-  ``build_local_training`` applies in its graph: a non-finite update is sent as zeros of
-  weight 0, its metrics are zeros and it counts in ``non_finite_clients``.
+  TFF's graph (the ``tflite`` runtime), by the rule ``build_local_training`` applies in
+  its graph: a non-finite update is sent as zeros of weight 0 (``client_metrics``).
   ``objective_metrics``: ``{name: value}`` of the objective's ``metric_names``."""
-  keep = lambda value: value if finite else 0  # pylint: disable=unnecessary-lambda-assignment
   if not finite:
     update = tf.nest.map_structure(np.zeros_like, update)
+  return (tff.learning.templates.ClientResult(update=update,
+                                              update_weight=np.float32(weight if finite else 0)),
+          client_metrics(loss_sum=loss_sum, correct=correct, num_examples=num_examples,
+                         finite=finite, objective_metrics=objective_metrics))
+
+
+def client_metrics(*, loss_sum, correct, num_examples, finite,
+                   objective_metrics=None) -> collections.OrderedDict:
+  """The summable metrics ``build_local_training`` reports, outside TFF's graph, of one
+  client (scalars) or of many (arrays ``[C]``, summed with ``.sum(axis=0)``), by its rule:
+  a client whose update is not finite reports zeros and counts in ``non_finite_clients``.
+  ``objective_metrics``: ``{name: value}`` of the objective's ``metric_names``."""
+  finite = np.asarray(finite, bool)
+  num_examples = np.asarray(num_examples, np.int64)
+
+  def keep(value, dtype):
+    return np.where(finite, value, 0).astype(dtype)
+
   metrics = collections.OrderedDict(
-      loss_sum=np.float32(keep(loss_sum)), correct=np.float32(keep(correct)),
-      num_examples=np.int64(keep(num_examples)), non_finite_clients=np.int32(not finite),
-      client_accuracy_sum=np.float32(keep(correct / max(int(num_examples), 1))),
-      finite_clients=np.int32(finite))
+      loss_sum=keep(loss_sum, np.float32), correct=keep(correct, np.float32),
+      num_examples=keep(num_examples, np.int64),
+      non_finite_clients=np.logical_not(finite).astype(np.int32),
+      client_accuracy_sum=keep(np.asarray(correct, np.float32) / np.maximum(num_examples, 1),
+                               np.float32),
+      finite_clients=finite.astype(np.int32))
   if objective_metrics:
     metrics[OBJECTIVE_METRICS_KEY] = collections.OrderedDict(
-        (name, np.float32(keep(value))) for name, value in objective_metrics.items())
-  return (tff.learning.templates.ClientResult(update=update,
-                                              update_weight=np.float32(keep(weight))),
-          metrics)
+        (name, keep(value, np.float32)) for name, value in objective_metrics.items())
+  return metrics
+
+
+class ClientResults(tuple):
+  """A round's ``ClientResult`` per client, in client order. ``stacked_update``: the same
+  updates stacked on a leading client axis (a structure of tensors, ``[clients, ...]``)
+  when the client runtime trained them stacked and kept them so, else ``None``."""
+
+  def __new__(cls, results=(), stacked_update=None):
+    self = super().__new__(cls, results)
+    self.stacked_update = stacked_update
+    return self
+
+
+def stacked_updates(results):
+  """The clients' updates stacked on a leading client axis: the runtime's own stack when
+  it kept one (``ClientResults.stacked_update``, no copy), else stacked here."""
+  kept = getattr(results, 'stacked_update', None)
+  if kept is not None:
+    return kept
+  updates = [result.update for result in results]
+  columns = zip(*(tf.nest.flatten(update) for update in updates))
+  return tf.nest.pack_sequence_as(updates[0], [np.stack(column) for column in columns])
 
 
 def finalize_client_metrics(sums) -> collections.OrderedDict:

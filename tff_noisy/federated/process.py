@@ -164,12 +164,9 @@ class FederatedProcess:
       update_weights, weighting = aggregation_weights(results, weights)
       update_weights = [np.float32(w) for w in update_weights]
       diagnostics = dict(diagnostics, **weighting)
-    updates = [r.update for r in results]
     if self.aggregate_in_process:
-      columns = zip(*(tf.nest.flatten(update) for update in updates))
-      stacked = tf.nest.pack_sequence_as(updates[0], [np.stack(c) for c in columns])
       aggregated, aggregator_measurements = self.aggregate_in_process(
-          stacked, np.asarray(update_weights, np.float32))
+          client_work_lib.stacked_updates(results), np.asarray(update_weights, np.float32))
       aggregator_state = state.aggregator  # Only stateless aggregators run in process.
       finalizer_state, new_weights, finalizer_measurements = tf.nest.map_structure(
           np.asarray, self.finalize_in_process(state.finalizer, weights, aggregated))
@@ -177,7 +174,8 @@ class FederatedProcess:
                                              finalizer=finalizer_measurements)
     else:
       aggregator_state, finalizer_state, new_weights, measurements = self.aggregate(
-          state.aggregator, state.finalizer, weights, updates, update_weights)
+          state.aggregator, state.finalizer, weights, [r.update for r in results],
+          update_weights)
     new_state = state._replace(global_model_weights=new_weights,
                                aggregator=aggregator_state, finalizer=finalizer_state)
     metrics = collections.OrderedDict(client_work={'train': train_metrics}, **measurements)

@@ -91,24 +91,33 @@ def _to_numpy(structure):
   return tf.nest.map_structure(lambda t: t.numpy() if hasattr(t, 'numpy') else t, structure)
 
 
-def _all_finite(arrays) -> bool:
-  """Whether every value of a client's arrays is finite."""
-  return all(np.isfinite(a).all() for a in arrays)
+def _finite_per_client(stacked_update) -> np.ndarray:
+  """bool[C]: whether every value of each client's row of updates stacked on axis 0 is
+  finite."""
+  return tf.reduce_all(tf.stack([
+      tf.reduce_all(tf.math.is_finite(tf.reshape(t, [tf.shape(t)[0], -1])), axis=1)
+      for t in tf.nest.flatten(stacked_update)]), axis=0).numpy()
 
 
-def _finite_per_client(stacked_arrays) -> np.ndarray:
-  """bool[C]: ``_all_finite`` of each client's slice of arrays stacked on axis 0."""
-  return np.all([np.isfinite(a).reshape(len(a), -1).all(axis=1) for a in stacked_arrays],
-                axis=0)
-
-
-def _as_sent(update, finite: bool, fault) -> tuple:
-  """``(update, finite)`` of a stacked client after its simulated fault: a corrupted
-  update is checked as it is sent (the kernel of one client corrupts its own)."""
-  if fault is not None and int(fault['kind']) != faults_lib.HONEST:
-    update = _to_numpy(faults_tf.corrupt(update, fault))
-    finite = _all_finite(tf.nest.flatten(update))
-  return update, finite
+def _as_sent(stacked_update, faults: list) -> tuple:
+  """``(stacked update, finite bool[C])`` as the clients send them: a simulated fault
+  corrupts its client's row before the non-finite check, as the kernel of one client
+  corrupts its own update, and a non-finite row is zeroed (``client_work.client_outcome``)."""
+  flat = tf.nest.flatten(stacked_update)
+  faulty = [c for c, fault in enumerate(faults)
+            if fault is not None and int(fault['kind']) != faults_lib.HONEST]
+  if faulty:
+    rows = [tf.nest.flatten(faults_tf.corrupt([t[c] for t in flat], faults[c]))
+            for c in faulty]
+    flat = [tf.tensor_scatter_nd_update(t, np.array(faulty)[:, None],
+                                        tf.stack([row[i] for row in rows]))
+            for i, t in enumerate(flat)]
+  finite = _finite_per_client(flat)
+  if not finite.all():
+    zeroed = np.flatnonzero(~finite)[:, None]
+    flat = [tf.tensor_scatter_nd_update(
+        t, zeroed, tf.zeros((len(zeroed),) + tuple(t.shape[1:]), t.dtype)) for t in flat]
+  return tf.nest.pack_sequence_as(stacked_update, flat), finite
 
 
 class InProcessClients:
@@ -157,17 +166,16 @@ class InProcessClients:
     hparams = collections.OrderedDict(
         (name, tf.convert_to_tensor(value)) for name, value in hparams.items())
     weights = tf.nest.map_structure(tf.convert_to_tensor, weights)
-    diagnostics = {}
     if self.stacked:  # Stacked objectives keep no client state.
-      outcomes, diagnostics = self._train_stacked(weights, hparams, client_data, faults)
+      results, sums, diagnostics = self._train_stacked(weights, hparams, client_data, faults)
       new_states = list(client_states)
     else:
       outcomes, new_states = self._train_each(weights, hparams, client_data, client_states,
                                               faults)
-    results = [result for result, _ in outcomes]
-    return (results, client_work.finalize_client_metrics(
-        client_work.summed_client_metrics([metrics for _, metrics in outcomes])),
-            new_states, diagnostics)
+      results = client_work.ClientResults([result for result, _ in outcomes])
+      sums = client_work.summed_client_metrics([metrics for _, metrics in outcomes])
+      diagnostics = {}
+    return results, client_work.finalize_client_metrics(sums), new_states, diagnostics
 
   def _train_each(self, weights, hparams, client_data, client_states, faults) -> tuple:
     """One kernel call per client: ``([(ClientResult, metrics)], new states)``; the kernel
@@ -184,22 +192,26 @@ class InProcessClients:
     return outcomes, new_states
 
   def _train_stacked(self, weights, hparams, client_data, faults) -> tuple:
-    """Groups of stacked clients; ``([(ClientResult, metrics)] in client order,
-    diagnostics)``."""
+    """Groups of stacked clients: ``(ClientResults, summed metrics, diagnostics)``. The
+    updates stay stacked, one tensor per weight in client order
+    (``ClientResults.stacked_update``, which the in-process aggregation reads), and each
+    client's update is a view of its row."""
     clients = list(client_data)
     if not all(isinstance(c, client_data_lib.ClientData) for c in clients):
       raise TypeError('the stacked tf runtime needs ClientData (client_data.ClientData), '
                       'not tf.data datasets')
     steps = [client_data_lib.steps_per_pass(c.num_examples, self.batch_size) for c in clients]
     order = sorted(range(len(clients)), key=lambda i: steps[i])
-    out = [None] * len(clients)
+    groups, outputs = [], []  # Each group's clients and its kernel's outputs.
     diagnostics = {}
     start = 0
     while start < len(order):
       group = order[start:start + self.clients_per_call]
       try:
-        trained = self._train_group(weights, hparams, [clients[i] for i in group],
-                                    [faults[i] if faults else None for i in group])
+        outputs.append(self._stacked_kernel(
+            weights, hparams, *stacked.stack_round(
+                [clients[i] for i in group], self.batch_size, self.local_epochs,
+                stacked.prologue_pass(self._objective, hparams))))
       except tf.errors.ResourceExhaustedError:
         if self.clients_per_call == 1:
           raise
@@ -209,26 +221,41 @@ class InProcessClients:
             'a group of clients did not fit in memory; halved to '
             f'{self.clients_per_call} (set fl.clients_per_call to choose)')
         continue
-      for i, result in zip(group, trained):
-        out[i] = result
+      groups.append(np.array(group, np.int32))
       start += len(group)
-    return out, diagnostics
+    return (*self._outcomes(groups, outputs, faults or [None] * len(clients)), diagnostics)
 
-  def _train_group(self, weights, hparams, group: list, faults: list) -> list:
-    """One stacked call on ``group``; each client's ``client_work.client_outcome``."""
-    updates, sums, objective_metrics = _to_numpy(self._stacked_kernel(
-        weights, hparams, *stacked.stack_round(group, self.batch_size, self.local_epochs,
-                                               stacked.prologue_pass(self._objective,
-                                                                     hparams))))
-    trainable, non_trainable = updates.trainable, updates.non_trainable
-    finite = _finite_per_client(list(trainable) + list(non_trainable))
-    trained = []
-    for c, fault in enumerate(faults):
-      update, sent_finite = _as_sent(client_work.model_weights_of_values(
-          [t[c] for t in trainable], [t[c] for t in non_trainable]), bool(finite[c]), fault)
-      trained.append(client_work.client_outcome(
-          update, sums['weight_sum'][c] / self.local_epochs, loss_sum=sums['loss_sum'][c],
-          correct=sums['correct'][c], num_examples=int(sums['num_examples'][c]),
-          finite=sent_finite, objective_metrics={
-              name: objective_metrics[name][c] for name in self._objective.metric_names}))
-    return trained
+  def _outcomes(self, groups: list, outputs: list, faults: list) -> tuple:
+    """``(ClientResults, summed metrics)`` of the clients from their groups' kernel
+    outputs, by the rule of ``client_work.client_outcome`` for all clients at once."""
+    rows = np.concatenate(groups)
+    if np.array_equal(rows, np.arange(len(rows))):  # Already in client order.
+      stitch = lambda *parts: tf.concat(parts, 0)  # pylint: disable=unnecessary-lambda-assignment
+    else:
+      stitch = lambda *parts: tf.dynamic_stitch(groups, parts)  # pylint: disable=unnecessary-lambda-assignment
+    update, finite = _as_sent(tf.nest.map_structure(stitch, *[u for u, _, _ in outputs]),
+                              faults)
+
+    def in_client_order(*parts):
+      joined = np.concatenate(parts)
+      merged = np.empty_like(joined)
+      merged[rows] = joined
+      return merged
+
+    sums, objective_metrics = tf.nest.map_structure(
+        in_client_order, *[_to_numpy((s, m)) for _, s, m in outputs])
+    metrics = client_work.client_metrics(
+        loss_sum=sums['loss_sum'], correct=sums['correct'],
+        num_examples=sums['num_examples'], finite=finite,
+        objective_metrics={name: objective_metrics[name]
+                           for name in self._objective.metric_names})
+    update_weights = np.where(finite, sums['weight_sum'] / self.local_epochs, 0).astype(
+        np.float32)
+    views = tf.nest.map_structure(np.asarray, update)  # The tensors' memory, no copy.
+    trainable, non_trainable = views.trainable, views.non_trainable
+    results = [tff.learning.templates.ClientResult(
+        update=client_work.model_weights_of_values([t[c] for t in trainable],
+                                                   [t[c] for t in non_trainable]),
+        update_weight=update_weights[c]) for c in range(len(rows))]
+    return (client_work.ClientResults(results, update),
+            tf.nest.map_structure(lambda v: v.sum(axis=0, dtype=v.dtype), metrics))

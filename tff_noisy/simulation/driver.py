@@ -86,7 +86,8 @@ def client_datasets(method, data, store, client_ids, shuffle_seeds, batch_size: 
       x, y = x[kept], y[kept]
     if len(y):
       extras = method.client_extras(cid, len(y), store)
-      weights[cid] = float(np.sum(extras.get(AGGREGATION_WEIGHT_KEY, np.ones(len(y)))))
+      example_weights = extras.get(AGGREGATION_WEIGHT_KEY)
+      weights[cid] = float(len(y) if example_weights is None else np.sum(example_weights))
       clients[cid] = client_data_lib.make_client_data(x, y, batch_size, int(shuffle_seed),
                                                       extras)
   return clients, weights
