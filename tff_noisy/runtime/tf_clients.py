@@ -16,7 +16,9 @@ keeps the path and, for one call per client, why):
   per-call overheads of many small clients, but on the CPU a stacked step costs more per
   client than one client's step, so by default (``fl.stack_clients: null``) a CPU stacks
   only clients whose median takes at most ``CPU_MAX_STACKED_CLIENT_STEPS`` steps a round,
-  of models without convolutions (which the vectorisation runs client by client).
+  of models without convolutions (which the vectorisation runs client by client). The
+  next group's batches are cut while a group trains, and the groups' updates stay
+  stacked, in client order, for the in-process aggregation (``ClientResults``).
 - **one call per client**: the kernel itself, for the objectives and models that cannot
   be stacked exactly (``stacked.unstackable_reason``), for clients of more steps on the
   CPU, and with ``fl.stack_clients: false``. Clients run one after another: with a
@@ -30,6 +32,7 @@ keeps the client's old state and is counted in ``non_finite_clients``.
 """
 
 import collections
+import concurrent.futures
 from typing import Optional
 
 import numpy as np
@@ -202,27 +205,39 @@ class InProcessClients:
                       'not tf.data datasets')
     steps = [client_data_lib.steps_per_pass(c.num_examples, self.batch_size) for c in clients]
     order = sorted(range(len(clients)), key=lambda i: steps[i])
+    prologue_pass = stacked.prologue_pass(self._objective, hparams)
+
+    def batches_of(group):
+      return stacked.stack_round([clients[i] for i in group], self.batch_size,
+                                 self.local_epochs, prologue_pass)
+
     groups, outputs = [], []  # Each group's clients and its kernel's outputs.
     diagnostics = {}
     start = 0
-    while start < len(order):
-      group = order[start:start + self.clients_per_call]
-      try:
-        outputs.append(self._stacked_kernel(
-            weights, hparams, *stacked.stack_round(
-                [clients[i] for i in group], self.batch_size, self.local_epochs,
-                stacked.prologue_pass(self._objective, hparams))))
-      except tf.errors.ResourceExhaustedError:
-        if self.clients_per_call == 1:
-          raise
-        self.clients_per_call = max(1, self.clients_per_call // 2)
-        diagnostics['clients_per_call'] = self.clients_per_call
-        diagnostics['clients_per_call_halved'] = (
-            'a group of clients did not fit in memory; halved to '
-            f'{self.clients_per_call} (set fl.clients_per_call to choose)')
-        continue
-      groups.append(np.array(group, np.int32))
-      start += len(group)
+    # The next group's batches are cut in a thread while the kernel trains this group
+    # (10,000 digits clients: 4.6 -> 3.6 s a round, benchmarks/scale.py's setting).
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+      upcoming = None  # (group, its batches' future)
+      while start < len(order):
+        group = order[start:start + self.clients_per_call]
+        if upcoming is None or upcoming[0] != group:
+          upcoming = group, pool.submit(batches_of, group)
+        batches = upcoming[1].result()
+        following = order[start + len(group):start + len(group) + self.clients_per_call]
+        upcoming = (following, pool.submit(batches_of, following)) if following else None
+        try:
+          outputs.append(self._stacked_kernel(weights, hparams, *batches))
+        except tf.errors.ResourceExhaustedError:
+          if self.clients_per_call == 1:
+            raise
+          self.clients_per_call = max(1, self.clients_per_call // 2)
+          diagnostics['clients_per_call'] = self.clients_per_call
+          diagnostics['clients_per_call_halved'] = (
+              'a group of clients did not fit in memory; halved to '
+              f'{self.clients_per_call} (set fl.clients_per_call to choose)')
+          continue
+        groups.append(np.array(group, np.int32))
+        start += len(group)
     return (*self._outcomes(groups, outputs, faults or [None] * len(clients)), diagnostics)
 
   def _outcomes(self, groups: list, outputs: list, faults: list) -> tuple:
