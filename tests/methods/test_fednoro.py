@@ -206,3 +206,21 @@ def test_digits_run_detects_distils_weighs_and_equals_on_both_runtimes(tmp_cache
     assert got['train_loss'] == pytest.approx(want['train_loss'], rel=1e-4)
     for cid, weight in want.get('daagg_weights', {}).items():
       assert got['daagg_weights'][cid] == pytest.approx(weight, abs=1e-4)
+
+
+@pytest.mark.slow
+def test_a_run_resumed_before_and_after_detection_equals_an_uninterrupted_one(
+    tmp_path, tmp_cache):
+  """The flags, fixed once at detection, live in the store's checkpointed client state:
+  a run restarted just before detection and just after it detects, distils and weighs
+  as the uninterrupted run, to the last bit."""
+  del tmp_cache
+  config = _config(runtime='tf', rounds=4, warmup_rounds=2, rampup_start=3, rampup_end=4)
+  reference = helpers.run_with_restarts(config, str(tmp_path / 'reference'))
+  resumed = helpers.run_with_restarts(config, str(tmp_path / 'resumed'), restart_after=(2, 3))
+  assert reference.history[2]['noisy_clients'] and 'detection' not in resumed.history[3]
+  for want, got in zip(reference.history, resumed.history):
+    for key in ('test_accuracy', 'train_loss', 'noisy_clients', 'daagg_weights',
+                'kd_weight'):
+      assert got.get(key) == want.get(key), key
+  assert helpers.max_difference(reference.final_weights(), resumed.final_weights()) == 0
