@@ -409,3 +409,19 @@ def test_estimated_summary_scores_each_estimate_against_the_truth(tmp_path):
       'labels on flagged clients: 40.0% right as observed, 50.0% as estimated']
   assert report.estimated_summary(_write(tmp_path / 'avg', 'fedavg',
                                          _accuracies(0, 0.0))) == []
+
+
+def test_time_per_round_beside_fedavg_of_the_same_seed(tmp_path):
+  """The median of each run's rounds after the first (round 1 traces), over seeds; the
+  ratio pairs each seed with FedAvg's run of that seed."""
+  out = tmp_path / 'cmp'
+  _write(out / 'fedavg', 'fedavg', _accuracies(0, 0.0),
+         per_round={r: {'seconds': 0.2} for r in range(2, 13)})
+  _write(out / 'fedcorr', 'fedcorr', _accuracies(0, 0.05),
+         per_round={1: {'seconds': 60.0}, **{r: {'seconds': 0.5} for r in range(2, 13)}})
+  with open(out / 'comparison.csv', 'w', newline='') as f:
+    csv.writer(f).writerows([['method', 'final_accuracy', 'last10_accuracy'],
+                             ['fedavg', 0.5, 0.5], ['fedcorr', 0.5, 0.5]])
+  text = open(report.write_report(str(out))[0]).read()
+  assert '## Time per round' in text
+  assert '| fedavg |  | 0.20 |  |' in text and '| fedcorr |  | 0.50 | 2.50 |' in text

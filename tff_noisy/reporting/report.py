@@ -556,6 +556,48 @@ def _accuracy_section(w: Writer, layout: Layout, groups) -> None:
                                           f'test accuracy per round {setting or ""}'.strip()))
 
 
+def seconds_per_round(results: dict) -> Optional[float]:
+  """A run's median seconds per round (training and the method's server steps, not the
+  evaluation), over its rounds after the first (which traces); None with fewer than 2."""
+  seconds = [r['seconds'] for r in results.get('rounds', [])[1:] if 'seconds' in r]
+  return float(np.median(seconds)) if seconds else None
+
+
+def _time_section(w: Writer, layout: Layout, groups) -> None:
+  """Seconds per round of each method, and its ratio to the baseline's run of the same
+  setting and seed (the paper's baseline, else ``fedavg``)."""
+  if layout.kind == 'run' or not groups:
+    return
+  baseline = (layout.paper or {}).get('baseline', 'fedavg')
+  rows = []
+  for setting, methods in groups.items():
+    base = {r.seed: seconds_per_round(r.results) for r in methods.get(baseline, [])}
+    for method, runs in methods.items():
+      seconds = {r.seed: seconds_per_round(r.results) for r in runs}
+      known = [s for s in seconds.values() if s is not None]
+      if not known:
+        continue
+      ratios = [s / base[seed] for seed, s in seconds.items()
+                if s is not None and base.get(seed)]
+      ratio = ('' if method == baseline or not ratios else
+               f'{np.median(ratios):.2f}' + (f' ({min(ratios):.2f}-{max(ratios):.2f})'
+                                              if len(ratios) > 1 else ''))
+      runtimes = sorted({(r.results.get('runtime') or {}).get('client_runtime')
+                         for r in runs} - {None})
+      rows.append(([setting] if layout.kind == 'grid' else []) + [
+          method, ', '.join(runtimes), f'{np.median(known):.2f}', ratio])
+  if not rows:
+    return
+  w.add('## Time per round', '')
+  w.add('Seconds per round (training and the method\'s server steps, without the '
+        'evaluation): the median over each run\'s rounds after the first, then over seeds; '
+        f'x {baseline}: the median over seeds of the ratio to {baseline}\'s run of the same '
+        'setting and seed (range over seeds). The runs ran one after another, so a change '
+        'in the machine\'s load between them moves a ratio.', '')
+  w.table((['setting'] if layout.kind == 'grid' else []) +
+          ['method', 'client runtime', 's / round', f'x {baseline}'], rows)
+
+
 def _estimates_section(w: Writer, layout: Layout, groups) -> None:
   found = []
   for setting, methods in groups.items():
@@ -646,6 +688,7 @@ def _write(layout: Layout) -> Tuple[str, List[str]]:
   if layout.paper:
     paper_table.render(w, groups, layout.paper)
   _accuracy_section(w, layout, groups)
+  _time_section(w, layout, groups)
   _estimates_section(w, layout, groups)
   for section in registry.report_sections():
     section.render(w, groups)
