@@ -105,7 +105,8 @@ def _finite_per_client(stacked_update) -> np.ndarray:
 def _as_sent(stacked_update, faults: list) -> tuple:
   """``(stacked update, finite bool[C])`` as the clients send them: a simulated fault
   corrupts its client's row before the non-finite check, as the kernel of one client
-  corrupts its own update, and a non-finite row is zeroed (``client_work.client_outcome``)."""
+  corrupts its own update, and a non-finite row is zeroed (the rule of
+  ``client_work.client_outcome``)."""
   flat = tf.nest.flatten(stacked_update)
   faulty = [c for c, fault in enumerate(faults)
             if fault is not None and int(fault['kind']) != faults_lib.HONEST]
