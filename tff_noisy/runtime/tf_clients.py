@@ -40,6 +40,7 @@ import tensorflow as tf
 
 from tff_noisy.federated import client_data as client_data_lib
 from tff_noisy.federated import client_work
+from tff_noisy.federated.aggregators import common as aggregator_common
 from tff_noisy.ops import faults as faults_lib
 from tff_noisy.ops import faults_tf
 from tff_noisy.runtime import stacked
@@ -94,14 +95,6 @@ def _to_numpy(structure):
   return tf.nest.map_structure(lambda t: t.numpy() if hasattr(t, 'numpy') else t, structure)
 
 
-def _finite_per_client(stacked_update) -> np.ndarray:
-  """bool[C]: whether every value of each client's row of updates stacked on axis 0 is
-  finite."""
-  return tf.reduce_all(tf.stack([
-      tf.reduce_all(tf.math.is_finite(tf.reshape(t, [tf.shape(t)[0], -1])), axis=1)
-      for t in tf.nest.flatten(stacked_update)]), axis=0).numpy()
-
-
 def _as_sent(stacked_update, faults: list) -> tuple:
   """``(stacked update, finite bool[C])`` as the clients send them: a simulated fault
   corrupts its client's row before the non-finite check, as the kernel of one client
@@ -116,7 +109,7 @@ def _as_sent(stacked_update, faults: list) -> tuple:
     flat = [tf.tensor_scatter_nd_update(t, np.array(faulty)[:, None],
                                         tf.stack([row[i] for row in rows]))
             for i, t in enumerate(flat)]
-  finite = _finite_per_client(flat)
+  finite = aggregator_common.finite_rows(flat).numpy()
   if not finite.all():
     zeroed = np.flatnonzero(~finite)[:, None]
     flat = [tf.tensor_scatter_nd_update(

@@ -134,12 +134,18 @@ def build_gathered_process(value_type, weight_type, rule):
   return tff.templates.AggregationProcess(init_fn, next_fn)
 
 
+def finite_rows(values):
+  """bool[J]: whether every value of each client's row of updates stacked on axis 0 is
+  finite."""
+  return tf.reduce_all(tf.stack(
+      [tf.reduce_all(tf.math.is_finite(tf.reshape(t, [tf.shape(t)[0], -1])), axis=1)
+       for t in tf.nest.flatten(values)]), axis=0)
+
+
 def _included(values, weights):
   """bool[J]: the clients that take part (finite update and weight > 0, as ``exclude``)."""
   weights = tf.cast(weights, tf.float32)
-  finite = tf.reduce_all(tf.stack(
-      [tf.reduce_all(tf.math.is_finite(tf.reshape(t, [tf.shape(t)[0], -1])), axis=1)
-       for t in tf.nest.flatten(values)] + [tf.math.is_finite(weights)]), axis=0)
+  finite = tf.logical_and(finite_rows(values), tf.math.is_finite(weights))
   return tf.logical_and(finite, weights > 0)
 
 
