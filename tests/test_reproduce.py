@@ -227,6 +227,7 @@ _CPU_METHODS = {
 }
 # The baselines' rows run at the cpu scale so far (their cells join the reports above).
 _CPU_BASELINES = {('fedefc', 'table2_mnist'): ['fedcorr'],
+                  ('lsc', 'table2_cifar10'): ['logitclip', 'fednoro', 'fedcorr'],
                   ('maskedoptim', 'table3_cifar10'): ['coteaching', 'fednoro']}
 
 
@@ -282,6 +283,19 @@ def test_lsc_baselines_take_the_appendix_parameters(monkeypatch):
       'method.params.beta=5.0']
 
 
+def test_lsc_cpu_scale_rescales_fedcorr_s_stages_to_its_150_rounds():
+  """The cpu scale's own method_set wins over the table's paper-scale stages: 5 x 4 + 68 +
+  62 = 150 effective rounds at 5 of 20 clients a round."""
+  plan = reproduce.plan(reproduce.table_of('lsc', 'table2_cifar10'), 'cpu')
+  runs = studies.plan_grid(plan.config_path, plan.overrides, plan.methods, plan.settings[:1],
+                           plan.seeds[:1], plan.method_overrides)
+  configs = {r.method: r.config for r in runs}
+  assert configs['fedcorr'].method.params == {'beta': 5.0, 't1': 5, 't2': 68, 't3': 62}
+  assert (configs['fedcorr'].fl.rounds, configs['fednoro'].fl.rounds) == (135, 150)
+  assert configs['fednoro'].method.params == {'warmup_rounds': 50, 'temperature': 0.8}
+  assert configs['fedavg'].method.params == {}
+
+
 def test_a_table_s_own_method_set_comes_after_the_protocol_s(tmp_path, monkeypatch):
   protocol = textwrap.dedent(_PROTOCOL).replace(
       '    methods: {fedavg: "FedAvg", fedprox: "FedProx"}\n',
@@ -296,6 +310,24 @@ def test_a_table_s_own_method_set_comes_after_the_protocol_s(tmp_path, monkeypat
                                                       'sce: ["fl.rounds=2"]'))
   with pytest.raises(ConfigError, match=r"table table2: method_set names 'sce', not one of "
                      r"the table's methods: fedavg, fedprox"):
+    reproduce.load('toy')
+
+
+def test_a_scale_s_own_method_set_comes_last_and_only_at_that_scale(tmp_path, monkeypatch):
+  protocol = textwrap.dedent(_PROTOCOL).replace(
+      '      minutes_per_cell: 0.5\n',
+      '      minutes_per_cell: 0.5\n'
+      '      method_set: {fedprox: ["fl.aggregator=mean"]}\n')
+  (tmp_path / 'toy.yaml').write_text(protocol)
+  monkeypatch.setattr(reproduce, 'PROTOCOL_DIR', str(tmp_path))
+  table = reproduce.table_of('toy', 'table2')
+  assert table.method_overrides_at('cpu') == {
+      'fedprox': ['fl.aggregator=coordinate_median', 'fl.aggregator=mean']}
+  assert table.method_overrides_at('paper') == {
+      'fedprox': ['fl.aggregator=coordinate_median']}
+  (tmp_path / 'toy.yaml').write_text(protocol.replace('method_set: {fedprox: ["fl.aggregator',
+                                                      'method_set: {sce: ["fl.aggregator'))
+  with pytest.raises(ConfigError, match=r"table table2 \(scale cpu\): method_set names 'sce'"):
     reproduce.load('toy')
 
 

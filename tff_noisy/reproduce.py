@@ -49,6 +49,9 @@ class Scale:
   seeds: list
   note: str  # What differs from the paper, and the regime measured (cpu).
   minutes_per_cell: Optional[float] = None  # Measured on this project's machine.
+  # Method -> overrides for its runs at this scale only, applied after the table's
+  # ``method_set`` (e.g. a baseline's stage lengths rescaled to the scale's rounds).
+  method_set: Dict[str, list] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,9 +79,11 @@ class Table:
   def method_overrides_at(self, scale: str,
                           methods: Optional[list] = None) -> Dict[str, list]:
     """The method overrides of the methods run: ``methods`` (``--methods``), default
-    every one ``scale`` runs."""
+    every one ``scale`` runs; the scale's own ``method_set`` after the table's."""
     run = self.scales[scale].methods if methods is None else methods
-    return {m: o for m, o in self.method_overrides.items() if m in run}
+    own = self.scales[scale].method_set
+    return {m: list(self.method_overrides.get(m, [])) + list(own.get(m, []))
+            for m in run if m in self.method_overrides or m in own}
 
   def study(self, scale: str, extra: Optional[list] = None,
             methods: Optional[list] = None) -> dict:
@@ -121,7 +126,7 @@ def load(paper: str) -> Dict[str, Table]:
     for scale in SCALES:
       spec = (protocol.get('scales') or {}).get(table_id, {}).get(scale)
       if spec:
-        scales[scale] = _scale(scale, spec, table, paper_overrides)
+        scales[scale] = _scale(paper, table_id, scale, spec, table, paper_overrides)
     tables[table_id] = Table(
         paper, table_id, protocol.get('citation', ''), table['cite'], table['caption'],
         table['metric'], table.get('metric_note', ''), dict(table['methods']),
@@ -152,7 +157,8 @@ def _reading(paper: str, table_id: str, table: dict) -> Optional[str]:
   return reading
 
 
-def _scale(scale: str, spec: dict, table: dict, paper_overrides: dict) -> Scale:
+def _scale(paper: str, table_id: str, scale: str, spec: dict, table: dict,
+           paper_overrides: dict) -> Scale:
   """A scale of ``table``. ``spec.settings``: the setting ids it runs (default every
   one), as a list, or a mapping to overrides replacing the paper's (null: the paper's)."""
   overrides = list(spec.get('set') or [])
@@ -175,7 +181,9 @@ def _scale(scale: str, spec: dict, table: dict, paper_overrides: dict) -> Scale:
                 for sid, own in chosen.items()},
                list(spec.get('methods') or table['methods']),
                list(spec.get('seeds') or [0, 1, 2]), spec.get('note', ''),
-               spec.get('minutes_per_cell'))
+               spec.get('minutes_per_cell'),
+               _method_set(paper, f'{table_id} (scale {scale})', {
+                   'methods': table['methods'], 'method_set': spec.get('method_set')}, {}))
 
 
 def table_of(paper: str, table: Optional[str], scale: Optional[str] = None) -> Table:
