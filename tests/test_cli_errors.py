@@ -215,3 +215,31 @@ def test_an_empty_config_file_loads_the_defaults_and_says_so(capsys, tmp_path):
   assert capsys.readouterr().err == (
       f'tff-noisy: warning: config file {path} sets nothing: every field takes its default '
       '(digits, no noise, fedavg, 10 rounds; `tff-noisy list config` shows them all)\n')
+
+
+_PROGRAM = """
+import atexit, sys
+marker = sys.argv[1]
+atexit.register(lambda: open(marker, 'w').write('exit handlers ran'))
+from experiments import run
+sys.argv = ['tff-noisy'] + sys.argv[2:]
+run.cli()
+print('not reached')
+"""
+
+
+@pytest.mark.parametrize('argv, status', [(['list', 'noise'], 0),
+                                          (['run', 'missing.yaml', '--out', 'x'], 2),
+                                          (['--help'], 0)])
+def test_the_program_ends_with_the_command_s_status_after_its_exit_handlers(
+    tmp_path, argv, status):
+  marker = tmp_path / 'marker'
+  done = subprocess.run([sys.executable, '-c', _PROGRAM, str(marker), *argv],
+                        capture_output=True, text=True, timeout=120, cwd=tmp_path)
+  assert done.returncode == status, done.stderr
+  assert marker.read_text() == 'exit handlers ran'
+  assert 'not reached' not in done.stdout and 'Traceback' not in done.stderr
+  if status:
+    assert done.stderr == 'tff-noisy: error: config file not found: missing.yaml\n'
+  else:
+    assert done.stdout.strip()
