@@ -132,6 +132,36 @@ def test_what_cannot_be_stacked_says_why(model_name, options, objective, reason)
   assert reason in stacked.unstackable_reason(model, objective)
 
 
+def test_runs_that_train_alike_share_one_traced_step_and_train_as_their_own():
+  """A second model of the same architecture (other layer names, other weights) gets the
+  step already traced, which trains it exactly as a step traced for it alone; another
+  width, optimiser setting or objective setting gets its own."""
+  def plain(width=16):  # Keras names its layers dense_1, dense_2, ... as they are built.
+    return tf.keras.Sequential([tf.keras.layers.Flatten(input_shape=SHAPE),
+                                tf.keras.layers.Dense(width, activation='relu'),
+                                tf.keras.layers.Dense(10)])
+
+  sgd = tff.learning.optimizers.build_sgdm(0.1, momentum=0.9)
+  first, second = plain(), plain()
+  assert first.layers[-1].name != second.layers[-1].name
+  shared = stacked.shared_stacked_training(first, sgd, ClientObjective(), 1e-4)
+  assert stacked.shared_stacked_training(
+      second, tff.learning.optimizers.build_sgdm(0.1, momentum=0.9), ClientObjective(),
+      1e-4) is shared
+  for other in [(plain(width=32), sgd, ClientObjective(), 1e-4),
+                (second, tff.learning.optimizers.build_sgdm(0.2, momentum=0.9),
+                 ClientObjective(), 1e-4),
+                (second, sgd, ClientObjective(proximal_strength=0.1), 1e-4),
+                (second, sgd, ClientObjective(), 0.0)]:
+    assert stacked.shared_stacked_training(*other) is not shared
+  own = stacked.build_stacked_training(second, sgd, ClientObjective(), 1e-4)
+  weights = tf.nest.map_structure(lambda v: v.numpy(), client_work.model_weights_of(second))
+  batches = stacked.stack_round(_clients([5, 9], 4), 4, 2, False)
+  for got, want in zip(tf.nest.flatten(shared(weights, {}, *batches)),
+                       tf.nest.flatten(own(weights, {}, *batches))):
+    np.testing.assert_array_equal(got, want)
+
+
 def test_substitution_restores_the_variables():
   model = models.build_model('mlp', SHAPE, 10)
   values = tf.nest.map_structure(lambda v: tf.zeros_like(v),  # pylint: disable=unnecessary-lambda

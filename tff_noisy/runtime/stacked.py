@@ -23,6 +23,11 @@ its steps, and the context's reported metrics (``metric_names``) come back per c
 The logits of one big batch equal the kernel's batch-by-batch ones to rounding, not
 bit for bit.
 
+The traced step depends on the model's architecture, the optimiser, the objective and the
+weight decay, never on a run's weights (they are arguments), so ``shared_stacked_training``
+keeps one per process for each combination: the compared methods that train alike (FedAvg
+and FedDS, a grid's seeds) trace it once.
+
 Only what is exact when stacked is stacked (``unstackable_reason``): objectives whose
 loss is per example with no prologue but ``prologue_of_logits``, no epilogue and no
 state, and models whose forward pass in training depends on nothing but the weights and
@@ -31,6 +36,7 @@ the example (no BatchNorm batch statistics, no dropout, no regularisation losses
 
 import collections
 import contextlib
+import json
 
 import numpy as np
 import tensorflow as tf
@@ -241,6 +247,58 @@ def build_stacked_training(model: tf.keras.Model, optimizer, objective: ClientOb
     return train(*args)
 
   return train_group
+
+
+class _Unshareable(Exception):
+  """A value that cannot be compared between runs (``shared_stacked_training``)."""
+
+
+def _fingerprint(value):
+  """A hashable value equal for equal plain data (numbers, strings, arrays, specs and
+  containers of them); _Unshareable for anything else (a callable, an object)."""
+  if value is None or isinstance(value, (bool, int, float, str, np.generic)):
+    return (type(value).__name__, value)
+  if isinstance(value, np.ndarray):
+    return ('array', value.dtype.str, value.shape, value.tobytes())
+  if isinstance(value, tf.TensorSpec):
+    return ('spec', str(value.dtype), tuple(value.shape.as_list() or ()))
+  if isinstance(value, (list, tuple)):
+    return (type(value).__name__, tuple(_fingerprint(v) for v in value))
+  if isinstance(value, dict):
+    return ('dict', tuple(sorted((str(k), _fingerprint(v)) for k, v in value.items())))
+  raise _Unshareable(type(value).__name__)
+
+
+def _architecture(model: tf.keras.Model) -> str:
+  """The model's Keras config as JSON with its layers' names replaced by their order (two
+  builds of one architecture differ only in names: ``dense`` then ``dense_1``)."""
+  try:
+    text = json.dumps(model.get_config(), sort_keys=True)
+  except (NotImplementedError, TypeError) as e:  # Subclassed models, custom objects.
+    raise _Unshareable(str(e)) from None
+  for index, layer in enumerate([model, *model.submodules]):
+    text = text.replace(json.dumps(layer.name), json.dumps(f'#layer{index}'))
+  shapes = [(tuple(v.shape), v.dtype.name) for v in model.variables]
+  return text + json.dumps(shapes)
+
+
+_SHARED = {}  # shared_stacked_training's traced functions, by what they depend on.
+
+
+def shared_stacked_training(model: tf.keras.Model, optimizer, objective: ClientObjective,
+                            weight_decay: float = 0.0):
+  """``build_stacked_training``, kept for the process: a later run with the same model
+  architecture, optimiser (type and settings), objective (type and settings) and weight
+  decay gets the function already traced. Anything that cannot be compared (a
+  subclassed model, an objective holding a callable) gets a function of its own."""
+  try:
+    key = (_architecture(model), type(optimizer), _fingerprint(vars(optimizer)),
+           type(objective), _fingerprint(vars(objective)), float(weight_decay))
+  except _Unshareable:
+    return build_stacked_training(model, optimizer, objective, weight_decay)
+  if key not in _SHARED:
+    _SHARED[key] = build_stacked_training(model, optimizer, objective, weight_decay)
+  return _SHARED[key]
 
 
 def stack_batches(clients, orders, batch_size: int, passes: int):

@@ -140,8 +140,8 @@ class InProcessClients:
         MAX_AUTO_CLIENTS_PER_CALL, AUTO_STACK_BYTES // (16 * max(num_weights, 1)))))
     self._objective = objective
     if self.stacked:
-      self._stacked_kernel = stacked.build_stacked_training(model, optimizer, objective,
-                                                            weight_decay)
+      self._stacked_kernel = stacked.shared_stacked_training(model, optimizer, objective,
+                                                             weight_decay)
     else:
       self._kernel = client_work.build_local_training(model, optimizer, objective,
                                                       self.local_epochs, weight_decay,
