@@ -228,6 +228,7 @@ _CPU_METHODS = {
 # The baselines' rows run at the cpu scale so far (their cells join the reports above).
 _CPU_BASELINES = {('fedefc', 'table2_mnist'): ['fedcorr'],
                   ('lsc', 'table2_cifar10'): ['logitclip', 'fednoro', 'fedcorr'],
+                  ('fedds', 'table4_mnist'): ['scaffold', 'fedds_scaffold', 'moon', 'fedds_moon'],
                   ('maskedoptim', 'table3_cifar10'): ['coteaching', 'fednoro']}
 
 
