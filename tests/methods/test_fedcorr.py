@@ -18,6 +18,8 @@ from tff_noisy.methods import fedcorr as fedcorr_method
 from tff_noisy.methods.fedcorr import objective as fedcorr_objective
 from tff_noisy.methods.fedcorr.diagnostics import relabelling_counts
 from tff_noisy.ops import fedcorr
+from tff_noisy.ops import mixup
+from tff_noisy.ops import mixup_tf
 from tff_noisy.simulation import assembly
 from tff_noisy.simulation import driver
 from tff_noisy.tff_runtime import import_tff
@@ -111,11 +113,40 @@ def _config(runtime='tff', rounds=4, method='fedcorr', participation=0.5, **para
     ({'t1': 0}, 't1'), ({'t1': 10}, 't1'), ({'t2': 9}, 't2'), ({'t2': 3, 't3': 3}, 't3'),
     ({'t3': 9}, 't3'), ({'t2': -1}, 't2'), ({'frac1': 0}, 'frac1'), ({'beta': -1}, 'beta'),
     ({'relabel_ratio': 1.5}, 'relabel_ratio'), ({'confidence': 1}, 'confidence'),
-    ({'clean_threshold': 2}, 'clean_threshold'), ({'lid_k': 0}, 'lid_k')])
+    ({'clean_threshold': 2}, 'clean_threshold'), ({'lid_k': 0}, 'lid_k'),
+    ({'mixup_alpha': 0}, 'mixup_alpha')])
 def test_bad_params_are_one_line_errors_naming_the_field(params, field):
   with pytest.raises(config_lib.ConfigError, match=f'^method.params.{field}: needs') as error:
     _config(rounds=10, **params)
   assert '\n' not in str(error.value)
+
+
+def test_mixup_mixes_each_step_from_the_round_client_and_step_and_weighs_both_labels():
+  """The code's mixup_data / mixup_criterion, drawn from (round seed, client key, step)."""
+  objective = fedcorr_objective.FedCorrObjective(3, mixup_alpha=1.0)
+  assert fedcorr_objective.MIX_SEED in objective.hparams
+  x, y = helpers.random_client(0, 6)
+  batch = {'x': tf.constant(x), 'y': tf.constant(y, tf.int64),
+           'mix_key': tf.fill([6], 4)}
+  hparams = {'mix_seed': tf.constant(11)}
+  mixed = objective.mix_batch(batch, tf.constant(2, tf.int64), hparams)
+  lam, permutation = mixup_tf.draw(
+      tf.random.experimental.stateless_fold_in(tf.constant([11, 4]), 2), 6, 1.0)
+  np.testing.assert_allclose(mixed['x'], mixup.mix(x, float(lam), permutation.numpy()),
+                             rtol=1e-6, atol=1e-6)
+  logits = tf.constant(np.random.default_rng(1).normal(size=(6, 3)), tf.float32)
+  np.testing.assert_allclose(
+      objective.loss(mixed, logits, None, {}, hparams, None),
+      mixup.mixed_cross_entropy(logits.numpy(), y, permutation.numpy(), float(lam)),
+      rtol=1e-5)
+  other_step = objective.mix_batch(batch, tf.constant(3, tf.int64), hparams)
+  other_client = objective.mix_batch(dict(batch, mix_key=tf.fill([6], 5)),
+                                     tf.constant(2, tf.int64), hparams)
+  for other in (other_step, other_client):
+    assert not np.allclose(other['x'], mixed['x'])
+  plain = fedcorr_objective.FedCorrObjective(3)
+  assert plain.mix_batch(batch, 2, hparams) is batch
+  assert fedcorr_objective.MIX_SEED not in plain.hparams
 
 
 @pytest.mark.slow  # Builds a TFF process: 55 s measured on the shared 2-core machine.

@@ -91,10 +91,11 @@ def build_local_training(model: tf.keras.Model, optimizer, objective: ClientObje
   """Returns a tf.function ``(weights, dataset, state, hparams[, fault]) -> (result,
   metrics, state)``.
 
-  Runs ``local_epochs`` passes of ``client_step.train_step`` (``optimizer`` on the
-  objective's mean per-example loss plus the model's regularisation losses, FedProx's
-  proximal term and the coupled L2 ``weight_decay``), starting from the received weights,
-  between the objective's prologue and epilogue. A ``fault``
+  Runs ``local_epochs`` passes of ``client_step.train_step`` on each batch as the
+  objective's ``mix_batch`` gives it (``optimizer`` on the objective's mean per-example
+  loss plus the model's regularisation losses, FedProx's proximal term and the coupled L2
+  ``weight_decay``), starting from the received weights, between the objective's
+  prologue and epilogue. A ``fault``
   (``ops.faults_tf.FAULT_SPEC``) corrupts the update the client sends. ``model_fn``
   builds the frozen copies of an objective's ``reference_models``.
   """
@@ -136,6 +137,7 @@ def build_local_training(model: tf.keras.Model, optimizer, objective: ClientObje
     def step(loop_state, batch):
       opt_state, table, loss_sum, correct, num_examples, weight_sum, steps = loop_state
       rows = tf.gather(table, batch[INDEX_KEY]) if rows_name else None
+      batch = objective.mix_batch(batch, steps, hparams)
       opt_state, _, per_example, logits, row_grads = client_step.train_step(
           model, forward, objective, optimizer, opt_state, batch, context, hparams,
           initial_trainable, weight_decay, rows)

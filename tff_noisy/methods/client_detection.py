@@ -30,12 +30,14 @@ def class_loss_statistic(num_classes: int):
   return statistic
 
 
-def ordered_dataset(x, y, batch_size, element_spec) -> tf.data.Dataset:
+def ordered_dataset(x, y, batch_size, element_spec, extras=None) -> tf.data.Dataset:
   """A client's whole set in order, batched like training (``batch_size`` None: one
-  batch), for a probe; ``element_spec`` is the training data's, which it must match."""
+  batch), for a probe; ``element_spec`` is the training data's, which it must match
+  (``extras``: the method's own per-example fields, ``Method.client_extras``)."""
   dataset = tf.data.Dataset.from_tensor_slices(collections.OrderedDict(
       x=np.asarray(x, np.float32), y=np.asarray(y, np.int64),
-      index=np.arange(len(y), dtype=np.int64))).batch(batch_size or len(y))
+      index=np.arange(len(y), dtype=np.int64), **(extras or {}))).batch(
+          batch_size or len(y))
   if dataset.element_spec != element_spec:
     raise ValueError(f'probe dataset {dataset.element_spec} differs from the training '
                      f'data {element_spec}')

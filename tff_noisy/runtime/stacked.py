@@ -105,7 +105,7 @@ def weight_regularizers(model: tf.keras.Model) -> list:
 def unstackable_reason(model: tf.keras.Model, objective: ClientObjective) -> str:
   """Why clients of ``objective`` on ``model`` cannot be stacked ('' when they can)."""
   for method in ('prologue', 'epilogue', 'weight_gradients', 'step_shift', 'trained_state',
-                 'client_outputs'):
+                 'client_outputs', 'mix_batch'):
     if getattr(type(objective), method) is not getattr(ClientObjective, method):
       return f'the objective {type(objective).__name__} has its own {method}'
   if objective.reference_models:

@@ -154,6 +154,13 @@ class ClientObjective:
     """Whether the context is ``prologue_of_logits`` of the received model's logits."""
     return type(self).prologue_of_logits is not ClientObjective.prologue_of_logits
 
+  def mix_batch(self, batch, step, hparams):
+    """The batch a step trains on, from the one the client's data gives and the step's
+    number (0, 1, ... over the client's local epochs); default the batch itself. What
+    it adds, ``loss`` reads (FedCorr's mixup)."""
+    del step, hparams
+    return batch
+
   def loss(self, batch, logits, features, context, hparams, rows):
     """Per-example loss [B]; cross-entropy on the batch's labels."""
     del features, context, hparams, rows
@@ -216,6 +223,8 @@ class ClientObjective:
       return 'no on-device prologue/epilogue for it'
     if own('step_shift') or own('trained_state') or own('client_outputs'):
       return 'no on-device form of its step shift, trained state or client outputs'
+    if own('mix_batch'):
+      return 'no on-device form of its batch mixing'
     return ''
 
   def device_prologue(self, predict, x, y, hparams) -> dict:

@@ -33,6 +33,9 @@ class FedCorrParams(Params):
   clean_threshold: float = described(0.1, 'Fine-tuning trains on clients with μ̂ <= it (code '
                                      'clean_set_thres).')
   lid_k: int = described(20, 'k: neighbours in the LID estimate (code LID_k).')
+  mixup: bool = described(True, 'Train every local step on mixup batches (the code\'s '
+                          '--mixup, on in all its command lines).')
+  mixup_alpha: float = described(1.0, 'α of mixup\'s λ ~ Beta(α, α) (code alpha 1).')
 
   def stage_lengths(self, rounds: int) -> tuple:
     """(T_1, T_2, T_3) on ``rounds`` (fl.rounds), the nulls resolved."""
@@ -66,6 +69,7 @@ class FedCorrParams(Params):
     require(0 <= self.clean_threshold <= 1, 'clean_threshold', 'a share in [0, 1]',
             self.clean_threshold)
     require(self.lid_k >= 1, 'lid_k', 'an integer >= 1', self.lid_k)
+    require(self.mixup_alpha > 0, 'mixup_alpha', 'a number > 0', self.mixup_alpha)
     super().check(rounds)
 
 

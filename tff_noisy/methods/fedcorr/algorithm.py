@@ -25,12 +25,15 @@ code Xu-Jingyi/FedCorr, ``main.py``).
   its argmax.
 - Usual training, the last T_3 rounds: FedAvg on the config's sample with the corrected
   labels.
+- Mixup (``params.mixup``, as every command line of the released code runs it): in all
+  three stages each local step trains on its batch mixed with a permutation of itself
+  (``objective.py``); the round's seed is drawn from (seed, round), each client's key is
+  its place among the clients.
 
 Where the released code and the paper differ, the code is followed: the per-sample loss
 of the noise-level GMM is the last iteration's (the code resets its "accumulative" loss
 every iteration); the proximal term is the norm, not its square. Not reproduced: the
-code's mixup (an option, off by default in its code), its skipping of the proximal term
-on each epoch's first batch (here its gradient is 0 where w = w_g, as on the first
+code's skipping of the proximal term on each epoch's first batch (here its gradient is 0 where w = w_g, as on the first
 step), and its CE on softmax outputs for the losses (here the model's CE, -log p_ŷ).
 
 Reports: in each pre-processing round ``fedcorr_preprocessing`` (cumulative LID, μ̂, the
@@ -66,7 +69,13 @@ class FedCorr(base.Method):
 
   @classmethod
   def objective(cls, params, setup):
-    return fedcorr_objective.FedCorrObjective(setup.num_classes)
+    return fedcorr_objective.FedCorrObjective(
+        setup.num_classes, params.mixup_alpha if params.mixup else None)
+
+  @classmethod
+  def dataset_fields(cls, params, data) -> dict:
+    del data
+    return {fedcorr_objective.MIX_KEY: (np.int32, ())} if params.mixup else {}
 
   def __init__(self, process, params, setup):
     super().__init__(process, params, setup)
@@ -75,14 +84,23 @@ class FedCorr(base.Method):
                                           probabilities_statistic,
                                           in_process=setup.probes_in_process)
     self._x = {}  # client id -> inputs, set by prepare.
+    self._keys = {}  # client id -> its place among the clients (mixup's key).
     self._observed = {}  # client id -> observed labels.
     self._round = 0  # The round before_round prepared.
 
   def prepare(self, data, store) -> dict:
     del store
     self._x = dict(data.x)
+    self._keys = {cid: key for key, cid in enumerate(data.client_ids)}
     self._observed = dict(data.y)
     return {'fedcorr_stages': {'t1': self.t1, 't2': self.t2, 't3': self.t3}}
+
+  def client_extras(self, client_id, num_examples, store) -> dict:
+    del store
+    if not self.params.mixup:
+      return {}
+    return {fedcorr_objective.MIX_KEY: np.full(num_examples, self._keys[client_id],
+                                               np.int32)}
 
   def stage(self, round_num: int) -> int:
     """1 (pre-processing), 2 (fine-tuning) or 3 (usual training)."""
@@ -102,9 +120,12 @@ class FedCorr(base.Method):
   def before_round(self, round_num, state, datasets_fn, store):
     self._round = round_num
     first = self.stage(round_num) == 1
-    state = self.process.set_hparams(state, {
-        fedcorr_objective.PREPROCESSING: np.int32(first),
-        fedcorr_objective.BETA: np.float32(self.params.beta if first else 0.0)})
+    hparams = {fedcorr_objective.PREPROCESSING: np.int32(first),
+               fedcorr_objective.BETA: np.float32(self.params.beta if first else 0.0)}
+    if self.params.mixup:
+      hparams[fedcorr_objective.MIX_SEED] = np.int32(np.random.SeedSequence(
+          [self.setup.seed, round_num]).generate_state(1)[0] >> 1)
+    state = self.process.set_hparams(state, hparams)
     if self.stage(round_num) != 2:
       return state, {}
     return state, {'fedcorr_clean_clients': self.eligible_clients(round_num, list(self._x),
@@ -125,8 +146,9 @@ class FedCorr(base.Method):
     if not clients:
       return {}
     outputs = self.global_probs(self.process.get_model_weights(state), [
-        client_detection.ordered_dataset(self._x[cid], labels[cid], self.setup.batch_size,
-                                         self.setup.element_spec) for cid in clients])
+        client_detection.ordered_dataset(
+            self._x[cid], labels[cid], self.setup.batch_size, self.setup.element_spec,
+            self.client_extras(cid, len(labels[cid]), None)) for cid in clients])
     return {cid: np.asarray(p, np.float64) for cid, p in zip(clients, outputs)}
 
   def _after_iteration(self, iteration, state, store) -> dict:

@@ -9,29 +9,46 @@ per-sample losses from them. Two hparams the server sets per round: ``preprocess
 (1 in that stage) and ``beta`` (β in pre-processing, 0 after, as the code resets it),
 so each step adds the gradient of the adaptive proximal term β μ̂_k ‖w − w_g‖ over the
 trainable weights (``ops.fedcorr.proximal_gradients`` is its NumPy twin).
+
+With mixup (the released code's command lines turn it on), every step trains on its
+batch mixed with a permutation of itself and the two labels' cross-entropies weighted λ
+and 1 − λ (``ops.mixup``). A batch's λ and permutation are drawn statelessly from the
+round's ``mix_seed`` (an hparam), the client's ``mix_key`` (a dataset field, the same
+for all its examples) and the step's number, so a rerun or a resumed run mixes alike.
 """
 
 import collections
+from typing import Optional
 
 import numpy as np
 import tensorflow as tf
 
 from tff_noisy.federated.objectives.base import ClientObjective
+from tff_noisy.ops import losses
+from tff_noisy.ops import mixup_tf
 
 NOISE_LEVEL = 'noise_level'
 PROBS = 'probs'
 PREPROCESSING = 'preprocessing'
 BETA = 'beta'
+MIX_SEED = 'mix_seed'  # Hparam: the round's seed of the batches' mixing.
+MIX_KEY = 'mix_key'  # Dataset field: the client's number, in every example.
+_LAMBDA, _PERMUTATION = 'mix_lambda', 'mix_permutation'  # What mix_batch adds.
 
 
 class FedCorrObjective(ClientObjective):
-  """Cross-entropy, the adaptive proximal term, the local model's outputs for the server."""
+  """Cross-entropy (on mixed batches when ``mixup_alpha`` is given), the adaptive
+  proximal term, the local model's outputs for the server."""
 
-  hparams = {PREPROCESSING: np.int32(0), BETA: np.float32(0.0)}
+  per_example_loss = False  # Mixup pairs the examples of a batch.
 
-  def __init__(self, num_classes: int):
+  def __init__(self, num_classes: int, mixup_alpha: Optional[float] = None):
     super().__init__()
     self.num_classes = int(num_classes)
+    self.mixup_alpha = None if mixup_alpha is None else float(mixup_alpha)
+    self.hparams = {PREPROCESSING: np.int32(0), BETA: np.float32(0.0)}
+    if self.mixup_alpha is not None:
+      self.hparams[MIX_SEED] = np.int32(0)
     self.state_spec = collections.OrderedDict([
         (NOISE_LEVEL, tf.TensorSpec([], tf.float32)),
         (PROBS, tf.TensorSpec([None, self.num_classes], tf.float32))])
@@ -45,6 +62,25 @@ class FedCorrObjective(ClientObjective):
   def prologue(self, predict, dataset, state, hparams):
     del predict, dataset
     return {'proximal': hparams[BETA] * state[NOISE_LEVEL]}
+
+  def mix_batch(self, batch, step, hparams):
+    """The batch mixed with a permutation of itself (module doc); unchanged without
+    mixup."""
+    if self.mixup_alpha is None:
+      return batch
+    seed = tf.random.experimental.stateless_fold_in(
+        tf.stack([hparams[MIX_SEED], batch[MIX_KEY][0]]), tf.cast(step, tf.int32))
+    lam, permutation = mixup_tf.draw(seed, tf.shape(batch['y'])[0], self.mixup_alpha)
+    return dict(batch, x=mixup_tf.mix(batch['x'], lam, permutation),
+                **{_LAMBDA: lam, _PERMUTATION: permutation})
+
+  def loss(self, batch, logits, features, context, hparams, rows):
+    """Cross-entropy; with mixup λ CE(y) + (1 − λ) CE(y_π) (``ops.mixup``)."""
+    del features, context, hparams, rows
+    if _LAMBDA not in batch:
+      return losses.cross_entropy(batch['y'], logits)
+    return mixup_tf.mixed_cross_entropy(logits, batch['y'], batch[_PERMUTATION],
+                                        batch[_LAMBDA])
 
   def weight_gradients(self, trainable, initial_trainable, context, hparams):
     del hparams
