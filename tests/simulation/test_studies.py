@@ -1,6 +1,7 @@
 """``studies``: compare and grid as library calls that write a manifest before any run,
 and the report laid out from it. ``run`` is a stand-in that writes a small results.json."""
 import csv
+import dataclasses
 import json
 
 import pytest
@@ -24,7 +25,8 @@ def _recording_run(calls, out_root, manifest_seen):
     ran = config_lib.resolve_client_runtime(config)  # What a run records: auto resolved.
     results = results_lib.Results(
         config=ran.to_dict(), data_hash=config.data_hash(), method=config.method.name,
-        params={}, rounds=[{'round': r, 'test_accuracy': accuracy} for r in (1, 2, 3)],
+        params=dataclasses.asdict(choices.method_params),  # As a run records them.
+        rounds=[{'round': r, 'test_accuracy': accuracy} for r in (1, 2, 3)],
         client_noise_rates={})
     results_lib.write(out, results)
     return results
@@ -103,6 +105,13 @@ def test_a_resumed_grid_keeps_the_runs_finished_with_the_same_config(tmp_path, c
       '[grid] cell 1 of 1: default/seed1/fedln']
   assert json.loads((out / 'default/seed0/fedavg/results.json').read_text())['config'][
       'fl']['client_runtime'] == 'tf'  # The planned config says auto.
+  ran_before = out / 'default/seed0/fedln/results.json'  # Under another default of fedln's.
+  record = json.loads(ran_before.read_text())
+  record['params']['k'] += 1
+  ran_before.write_text(json.dumps(record))
+  changed = []
+  grid(changed, keep_finished=True)
+  assert [(name, seed) for name, seed, _, _ in changed] == [('fedln', 0)]
   on_workers = []  # Where auto means tff, the cells that ran on tf are not the same.
   studies.grid(str(path), ['fl.rounds=3'], ['fedavg', 'fedln'], [], [0, 1], str(out),
                _recording_run(on_workers, str(out), []), keep_finished=True, on_workers=True)

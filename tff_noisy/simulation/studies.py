@@ -237,15 +237,19 @@ def grid(config_path: str, overrides: list, names: list, settings: List[Setting]
 def finished_results(run_dir: str, config: config_lib.ExperimentConfig,
                      on_workers: bool = False) -> Optional[dict]:
   """The results of the run finished in ``run_dir`` with exactly ``config`` (its client
-  runtime resolved as the run resolved it: ``auto`` is recorded as the runtime it chose);
-  None when it has not finished (a run writes its results file last) or ran another
-  config."""
+  runtime resolved as the run resolved it: ``auto`` is recorded as the runtime it chose)
+  and the same method parameters, defaults included (a default changed since makes
+  another run); None when it has not finished (a run writes its results file last) or ran
+  another config."""
   config = config_lib.resolve_client_runtime(config, on_workers)
   try:
     done = results_lib.load(run_dir)
   except (FileNotFoundError, UserError):
     return None
-  same = done['config'] == json.loads(json.dumps(config.to_dict()))  # As the file has it.
+  params = dataclasses.asdict(methods.resolve_params(
+      config.method.name, config.method.params, config.fl.rounds))
+  same = (done['config'] == json.loads(json.dumps(config.to_dict()))  # As the file has it.
+          and done.get('params') == json.loads(json.dumps(params)))
   return done if same else None
 
 
