@@ -297,13 +297,18 @@ def test_lsc_cpu_scale_rescales_fedcorr_s_stages_to_its_150_rounds():
   assert configs['fedavg'].method.params == {}
 
 
-def test_a_table_s_own_method_set_comes_after_the_protocol_s(tmp_path, monkeypatch):
-  protocol = textwrap.dedent(_PROTOCOL).replace(
-      '    methods: {fedavg: "FedAvg", fedprox: "FedProx"}\n',
-      '    methods: {fedavg: "FedAvg", fedprox: "FedProx"}\n'
-      '    method_set: {fedprox: ["method.params.mu=0.1"], fedavg: ["fl.rounds=2"]}\n')
+def _toy_with(tmp_path, monkeypatch, after: str, line: str) -> str:
+  """The toy protocol with ``line`` after the line ``after``, installed; its text."""
+  protocol = textwrap.dedent(_PROTOCOL).replace(after + '\n', after + '\n' + line + '\n')
   (tmp_path / 'toy.yaml').write_text(protocol)
   monkeypatch.setattr(reproduce, 'PROTOCOL_DIR', str(tmp_path))
+  return protocol
+
+
+def test_a_table_s_own_method_set_comes_after_the_protocol_s(tmp_path, monkeypatch):
+  protocol = _toy_with(
+      tmp_path, monkeypatch, '    methods: {fedavg: "FedAvg", fedprox: "FedProx"}',
+      '    method_set: {fedprox: ["method.params.mu=0.1"], fedavg: ["fl.rounds=2"]}')
   assert reproduce.table_of('toy', 'table2').method_overrides == {
       'fedprox': ['fl.aggregator=coordinate_median', 'method.params.mu=0.1'],
       'fedavg': ['fl.rounds=2']}
@@ -315,12 +320,8 @@ def test_a_table_s_own_method_set_comes_after_the_protocol_s(tmp_path, monkeypat
 
 
 def test_a_scale_s_own_method_set_comes_last_and_only_at_that_scale(tmp_path, monkeypatch):
-  protocol = textwrap.dedent(_PROTOCOL).replace(
-      '      minutes_per_cell: 0.5\n',
-      '      minutes_per_cell: 0.5\n'
-      '      method_set: {fedprox: ["fl.aggregator=mean"]}\n')
-  (tmp_path / 'toy.yaml').write_text(protocol)
-  monkeypatch.setattr(reproduce, 'PROTOCOL_DIR', str(tmp_path))
+  protocol = _toy_with(tmp_path, monkeypatch, '      minutes_per_cell: 0.5',
+                       '      method_set: {fedprox: ["fl.aggregator=mean"]}')
   table = reproduce.table_of('toy', 'table2')
   assert table.method_overrides_at('cpu') == {
       'fedprox': ['fl.aggregator=coordinate_median', 'fl.aggregator=mean']}
