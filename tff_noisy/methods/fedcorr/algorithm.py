@@ -33,8 +33,9 @@ code Xu-Jingyi/FedCorr, ``main.py``).
 Where the released code and the paper differ, the code is followed: the per-sample loss
 of the noise-level GMM is the last iteration's (the code resets its "accumulative" loss
 every iteration); the proximal term is the norm, not its square. Not reproduced: the
-code's skipping of the proximal term on each epoch's first batch (here its gradient is 0 where w = w_g, as on the first
-step), and its CE on softmax outputs for the losses (here the model's CE, -log p_ŷ).
+code's skipping of the proximal term on each epoch's first batch (here its gradient is 0
+where w = w_g, as on the first step), and its CE on softmax outputs for the losses (here
+the model's CE, -log p_ŷ).
 
 Reports: in each pre-processing round ``fedcorr_preprocessing`` (cumulative LID, μ̂, the
 relabelled count per client) with ``noisy_clients``/``detection_truth`` (precision and
