@@ -133,20 +133,23 @@ def load(paper: str) -> Dict[str, Table]:
         protocol['baseline'], settings,
         {sid: {m: _number(c) for m, c in (row or {}).items()}
          for sid, row in (table.get('paper_numbers') or {}).items()}, scales,
-        _method_set(paper, table_id, table, method_overrides), _reading(paper, table_id, table))
+        _method_set(f'protocol {paper}, table {table_id}', table['methods'],
+                    table.get('method_set'), method_overrides),
+        _reading(paper, table_id, table))
   return tables
 
 
-def _method_set(paper: str, table_id: str, table: dict, protocol_set: dict) -> dict:
-  """The overrides of each of ``table``'s methods: the protocol's ``method_set``, then
-  the table's own (applied after, so they win)."""
-  merged = {name: list(values) for name, values in protocol_set.items()}
-  for name, values in (table.get('method_set') or {}).items():
-    if name not in table['methods']:
-      raise ConfigError(f"protocol {paper}, table {table_id}: method_set names '{name}', "
-                        f"not one of the table's methods: {', '.join(table['methods'])}")
+def _method_set(where: str, methods, own: Optional[dict], inherited: dict) -> dict:
+  """The overrides of each of ``methods``: the ``inherited`` ones (the protocol's
+  ``method_set``), then ``own`` (a table's or a scale's, applied after, so they win);
+  ``where`` ('protocol P, table T') names the place of a wrong name."""
+  merged = {name: list(values) for name, values in inherited.items()}
+  for name, values in (own or {}).items():
+    if name not in methods:
+      raise ConfigError(f"{where}: method_set names '{name}', "
+                        f"not one of the table's methods: {', '.join(methods)}")
     merged[name] = merged.get(name, []) + list(values)
-  return {name: values for name, values in merged.items() if name in table['methods']}
+  return {name: values for name, values in merged.items() if name in methods}
 
 
 def _reading(paper: str, table_id: str, table: dict) -> Optional[str]:
@@ -182,8 +185,8 @@ def _scale(paper: str, table_id: str, scale: str, spec: dict, table: dict,
                list(spec.get('methods') or table['methods']),
                list(spec.get('seeds') or [0, 1, 2]), spec.get('note', ''),
                spec.get('minutes_per_cell'),
-               _method_set(paper, f'{table_id} (scale {scale})', {
-                   'methods': table['methods'], 'method_set': spec.get('method_set')}, {}))
+               _method_set(f'protocol {paper}, table {table_id} (scale {scale})',
+                           table['methods'], spec.get('method_set'), {}))
 
 
 def table_of(paper: str, table: Optional[str], scale: Optional[str] = None) -> Table:
