@@ -13,7 +13,8 @@
   tff-noisy evaluate RUN_DIR
   tff-noisy list [methods|aggregators|models|datasets|noise|partitions|faults|runtimes|
       encoders|config]
-  tff-noisy report DIR   (a run, compare or grid directory: writes DIR/report.md + PNGs)
+  tff-noisy report DIR [--publish DEST]  (a run, compare or grid directory: writes
+                         DIR/report.md + PNGs; DEST: the study's results to commit)
   tff-noisy reproduce PAPER [--table T] [--scale cpu|paper] [--settings S,..] [--methods M,..]
       [--seeds 0,1,2] [--set ...] --out DIR [--resume | --overwrite] [--jobs N];
   tff-noisy reproduce [PAPER] --list
@@ -248,6 +249,9 @@ def _cmd_report(args) -> None:
   run_dir.refuse_if_running(args.dir, 'report')
   path, figures = report.write_report(args.dir)
   print(f'wrote {path} and {len(figures)} figure(s)')
+  if args.publish:
+    path, copied, planned = report.publish(args.dir, args.publish)
+    print(f'published {copied} finished run(s) of {planned} and their report: {path}')
 
 
 class _Parser(argparse.ArgumentParser):
@@ -371,6 +375,12 @@ def _parser() -> argparse.ArgumentParser:
                              'grid directory')
   reporting.add_argument('dir', metavar='DIR',
                          help='a directory written by tff-noisy run, compare or grid')
+  reporting.add_argument('--publish', metavar='DEST',
+                         help="also copy the compare or grid to DEST, a folder to commit: "
+                         "its manifest, table and each finished run's results.json (no "
+                         "checkpoints, weights or logs), with DEST's own report; replaces "
+                         "what an earlier --publish wrote there. A copy of DEST continues "
+                         "with --resume, keeping those runs")
   reporting.set_defaults(func=_cmd_report)
 
   doctor = sub.add_parser('doctor', help='the GPU route: TensorFlow\'s CUDA build, the CUDA '

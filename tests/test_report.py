@@ -307,6 +307,54 @@ def test_report_names_a_running_grids_missing_runs(tmp_path):
   assert '| default | fedln | 1 | not started |' in text
 
 
+def test_publish_copies_the_finished_runs_results_and_reports_them_alone(tmp_path, capsys):
+  """``report DIR --publish DEST``: DEST holds the manifest, grid.csv and each finished
+  run's results.json only; its report equals the grid's but for the unfinished run,
+  which it calls not started; a second publish replaces the first."""
+  out, dest = tmp_path / 'grid', tmp_path / 'docs' / 'published'
+  saved = _write_grid(out)
+  planned = [studies.PlannedRun(os.path.join(name, f'seed{seed}', method), method,
+                                config_lib.from_dict({'data': {'dataset': 'digits'}}),
+                                None, name, seed)
+             for (name, seed, method) in sorted(saved) + [('noise.rho-1.0', 1,
+                                                           'forward_correction')]]
+  studies.write_manifest(str(out), 'grid', planned, ['fedavg', 'forward_correction'],
+                         [0, 1], {'noise.rho-0.5': 'noise.rho=0.5',
+                                  'noise.rho-1.0': 'noise.rho=1.0'})
+  (dest / 'old_setting' / 'seed0' / 'fedavg').mkdir(parents=True)
+  (dest / 'old_setting' / 'seed0' / 'fedavg' / 'results.json').write_text('{}')
+  (dest / 'report-stale.png').write_bytes(_PNG)
+  (dest / 'notes.md').write_text('kept')
+  cli.main(['report', str(out), '--publish', str(dest)])
+  assert capsys.readouterr().out.splitlines()[-1] == (
+      f"published 7 finished run(s) of 8 and their report: {dest / 'report.md'}")
+  copied = sorted(os.path.relpath(os.path.join(root, name), dest)
+                  for root, _, names in os.walk(dest) for name in names)
+  figures = _figures(open(dest / 'report.md').read())
+  assert copied == sorted(['grid.csv', 'manifest.json', 'notes.md', 'report.md'] + figures + [
+      os.path.join(name, f'seed{seed}', method, 'results.json')
+      for name, seed, method in saved])
+  for (name, seed, method), results in saved.items():
+    assert json.loads((dest / name / f'seed{seed}' / method / 'results.json').read_text()
+                      ) == results
+  text, grid_text = open(dest / 'report.md').read(), open(out / 'report.md').read()
+  assert '| noise.rho-1.0 | forward_correction | 1 | not started |' in text
+  assert 'checkpointed' not in text and 'checkpointed through round 10' in grid_text
+  table = lambda t: t[t.index('## Test accuracy'):t.index('## Setup')]
+  assert table(text) == table(grid_text)
+  # Published again after the last run finished: it joins, nothing else changes.
+  (out / 'noise.rho-1.0' / 'seed1' / 'forward_correction' / 'checkpoints').rename(
+      tmp_path / 'moved')
+  _write(out / 'noise.rho-1.0' / 'seed1' / 'forward_correction', 'forward_correction',
+         _accuracies(1, -0.05), 1, 1.0)
+  report.publish(str(out), str(dest))
+  assert (dest / 'noise.rho-1.0' / 'seed1' / 'forward_correction' / 'results.json').exists()
+  text = open(dest / 'report.md').read()
+  assert 'not started' not in text and '7 of 8' not in text
+  with pytest.raises(report.ReportError, match='must be outside'):
+    report.publish(str(out), str(out / 'published'))
+
+
 def test_an_unfinished_run_is_reported_as_such(tmp_path):
   run = tmp_path / 'run'
   (run / 'tb').mkdir(parents=True)

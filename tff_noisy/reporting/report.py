@@ -2,7 +2,8 @@
 
 Reads only what the commands leave on disk (``results.json``, ``comparison.csv``,
 ``grid.csv``, the lock and checkpoint directory names) and draws with matplotlib's Agg
-backend; it never imports TensorFlow. Writes ``DIR/report.md`` and ``DIR/report-*.png``.
+backend; it never imports TensorFlow. Writes ``DIR/report.md`` and ``DIR/report-*.png``;
+``publish`` copies a compare or grid with its runs' results to a folder to commit.
 
 Layouts (as ``experiments/run.py`` writes them):
   run      DIR/results.json
@@ -18,6 +19,7 @@ import dataclasses
 import json
 import os
 import re
+import shutil
 import socket
 from typing import Dict, List, Optional, Tuple
 
@@ -678,6 +680,49 @@ def write_report(directory: str) -> Tuple[str, List[str]]:
     return _write(layout)
   except OSError as e:
     raise ReportError(f'cannot write the report into {directory}: {e.strerror or e}') from None
+
+
+# What ``publish`` copies beside the runs' results.json, and so replaces in DEST.
+_STUDY_FILES = (studies.MANIFEST_FILE, 'grid.csv', 'comparison.csv')
+
+
+def publish(directory: str, dest: str) -> Tuple[str, int, int]:
+  """Copies the study in ``directory`` to ``dest`` as a folder to commit: its manifest,
+  ``grid.csv`` or ``comparison.csv``, every finished run's ``results.json`` at its path
+  (no checkpoints, weights, metrics or logs), then writes ``dest``'s report from them.
+
+  So ``dest`` is itself a grid (or compare) directory: ``tff-noisy report`` reads it and a
+  copy of it continues with ``--resume``, keeping those runs. What an earlier ``publish``
+  wrote in ``dest`` is replaced. Returns ``(report path, runs copied, runs planned)``.
+  """
+  layout = discover(directory)
+  if layout.kind == 'run':
+    raise ReportError(f'--publish: {directory} is a single run; publish a compare or grid '
+                      'directory')
+  source, target = os.path.realpath(directory), os.path.realpath(dest)
+  if os.path.commonpath([source, target]) in (source, target):
+    raise ReportError(f'--publish: {dest} must be outside {directory} (and not contain it)')
+  try:
+    os.makedirs(dest, exist_ok=True)
+    for root, _, names in os.walk(dest, topdown=False):
+      for name in names:
+        if (name == _RESULTS or name == REPORT_FILE or name in _STUDY_FILES
+            or (root == dest and name.startswith('report-') and name.endswith('.png'))):
+          os.remove(os.path.join(root, name))
+      if root != dest and not os.listdir(root):
+        os.rmdir(root)
+    for name in _STUDY_FILES:
+      if os.path.exists(os.path.join(directory, name)):
+        shutil.copyfile(os.path.join(directory, name), os.path.join(dest, name))
+    finished = [run for run in layout.runs if run.finished]
+    for run in finished:
+      os.makedirs(os.path.join(dest, run.path), exist_ok=True)
+      shutil.copyfile(os.path.join(directory, run.path, _RESULTS),
+                      os.path.join(dest, run.path, _RESULTS))
+  except OSError as e:
+    raise ReportError(f'--publish: cannot write {dest}: {e.strerror or e}') from None
+  path, _ = write_report(dest)
+  return path, len(finished), len(layout.runs) + len(layout.missing)
 
 
 def _write(layout: Layout) -> Tuple[str, List[str]]:
