@@ -79,6 +79,24 @@ def test_checkpoint_of_another_run_is_refused_field_by_field(tmp_path, overrides
   assert '--overwrite' in message and '--out' in message and '\n' not in message
 
 
+def test_a_method_default_changed_since_the_checkpoint_is_another_run(tmp_path):
+  """The identity holds the resolved method parameters: a default that changed between
+  a checkpoint and its resume (the config, written without it, is the same) is refused,
+  named; a checkpoint written before identities held them is compared on the rest."""
+  config = config_lib.resolve_client_runtime(config_lib.from_dict(
+      {'method': {'name': 'fedcorr'}, 'fl': {'rounds': 200}}))
+  then = checkpoint.identity_of(config, _SHAPES, method_params={'mixup': False, 't1': 5})
+  now = checkpoint.identity_of(config, _SHAPES, method_params={'mixup': True, 't1': 5})
+  _save(tmp_path, 2, then)
+  with pytest.raises(checkpoint.CheckpointError,
+                     match='belongs to another run \\(method.resolved.mixup: checkpoint '
+                           'false, this run true\\)'):
+    _load(tmp_path, now)
+  assert _load(tmp_path, then).round_num == 2
+  _save(tmp_path / 'older', 2, checkpoint.identity_of(config, _SHAPES))
+  assert _load(tmp_path / 'older', now).round_num == 2
+
+
 def test_other_model_shapes_are_refused_before_tff_sees_them(tmp_path):
   _save(tmp_path, 2)
   other = checkpoint.identity_of(

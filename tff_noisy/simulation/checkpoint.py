@@ -42,6 +42,7 @@ _KEEP = 2
 _MAY_CHANGE = ('fl.rounds', 'fl.eval_every', 'fl.checkpoint_every', 'data.data_dir',
                'data.cache_dir', 'device', 'fl.clients_per_call', 'fl.stack_clients')
 _SHOWN_DIFFERENCES = 5
+_RESOLVED = 'method.resolved.'  # An identity's resolved method parameters (identity_of).
 # meta.json's name for how the server state is laid out; absent: the controller's values
 # (if any) follow the hparams, as before ``process.ServerState.controller`` existed.
 _LAYOUT = 'state_layout'
@@ -68,12 +69,15 @@ class _Unusable(Exception):
   """A checkpoint directory that cannot be read back; the message says why."""
 
 
-def identity_of(config: ExperimentConfig, weight_shapes, data_hash: Optional[str] = None) -> dict:
+def identity_of(config: ExperimentConfig, weight_shapes, data_hash: Optional[str] = None,
+                method_params: Optional[dict] = None) -> dict:
   """What a checkpoint belongs to: ``{dotted config field: value}`` plus data and model.
 
   Every config field but those in ``_MAY_CHANGE`` (so seed and method.name too) and
   later additions at their defaults (``config.ADDED_FIELDS``), the
-  federated data's ``data_hash`` and the model's ``weight_shapes``, as JSON reads them back.
+  federated data's ``data_hash``, the model's ``weight_shapes`` and, as
+  ``method.resolved.NAME``, every ``method_params`` value, defaults included (a default
+  changed since the checkpoint is another run), as JSON reads them back.
   The client runtime must be resolved (``config.resolve_client_runtime``): the identity
   names where the run's clients trained.
   """
@@ -83,6 +87,7 @@ def identity_of(config: ExperimentConfig, weight_shapes, data_hash: Optional[str
               if name not in _MAY_CHANGE and not config_lib.is_unset_addition(name, value)}
   identity['data_hash'] = data_hash or config.data_hash()
   identity['weight_shapes'] = [[int(d) for d in shape] for shape in weight_shapes]
+  identity.update({_RESOLVED + name: value for name, value in (method_params or {}).items()})
   return json.loads(json.dumps(identity))
 
 
@@ -188,14 +193,18 @@ def _flatten(values: dict, prefix: str = '') -> dict:
 
 def _differences(saved: dict, current: dict) -> List[str]:
   """``'field: checkpoint X, this run Y'`` for each field in which two identities differ
-  (a field an identity leaves out has the value its absence means, ``ADDED_FIELDS``)."""
+  (a field an identity leaves out has the value its absence means, ``ADDED_FIELDS``).
+  A checkpoint written before identities held the resolved method parameters is compared
+  on the rest."""
   def value(identity, name):
     return identity.get(name, config_lib.ADDED_FIELDS.get(name))
 
+  names = set(saved) | set(current)
+  if not any(name.startswith(_RESOLVED) for name in saved):
+    names = {name for name in names if not name.startswith(_RESOLVED)}
   return [f'{name}: checkpoint {json.dumps(value(saved, name))}, '
           f'this run {json.dumps(value(current, name))}'
-          for name in sorted(set(saved) | set(current))
-          if value(saved, name) != value(current, name)]
+          for name in sorted(names) if value(saved, name) != value(current, name)]
 
 
 def _check(path: str, meta: dict, identity: dict, rounds: int, flat: list,

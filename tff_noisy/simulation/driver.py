@@ -204,7 +204,8 @@ class Simulation:
     self.first_round = 1  # The first round this object runs.
     self.earlier_parts = []  # Where the rounds before ``first_round`` ran (resumed runs).
     self.identity = checkpoint.identity_of(
-        config, [w.shape for w in self.eval_model.get_weights()], self.data.config_hash)
+        config, [w.shape for w in self.eval_model.get_weights()], self.data.config_hash,
+        dataclasses.asdict(self.choices.method_params))
     self.byzantine = faults_lib.byzantine_clients(self.client_ids, config.faults.byzantine,
                                                   config.seed)
     self.extra = None  # ``prepare``'s diagnostics (results.json ``extra``).
