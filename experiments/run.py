@@ -246,10 +246,17 @@ def _cmd_doctor(args) -> None:
 
 
 def _cmd_report(args) -> None:
-  run_dir.refuse_if_running(args.dir, 'report')
-  path, figures = report.write_report(args.dir)
-  print(f'wrote {path} and {len(figures)} figure(s)')
-  if args.publish:
+  try:
+    run_dir.refuse_if_running(args.dir, 'report')
+  except run_dir.RunDirError:
+    if not args.publish:
+      raise
+    print(f'{args.dir} is still being written: its own report waits until it ends; its '
+          'finished runs are published')
+  else:
+    path, figures = report.write_report(args.dir)
+    print(f'wrote {path} and {len(figures)} figure(s)')
+  if args.publish:  # Finished runs only: a grid still running can be published.
     path, copied, planned = report.publish(args.dir, args.publish)
     print(f'published {copied} finished run(s) of {planned} and their report: {path}')
 
@@ -379,8 +386,8 @@ def _parser() -> argparse.ArgumentParser:
                          help="also copy the compare or grid to DEST, a folder to commit: "
                          "its manifest, table and each finished run's results.json (no "
                          "checkpoints, weights or logs), with DEST's own report; replaces "
-                         "what an earlier --publish wrote there. A copy of DEST continues "
-                         "with --resume, keeping those runs")
+                         "what an earlier --publish wrote there; DIR may still be running. "
+                         "A copy of DEST continues with --resume, keeping those runs")
   reporting.set_defaults(func=_cmd_report)
 
   doctor = sub.add_parser('doctor', help='the GPU route: TensorFlow\'s CUDA build, the CUDA '

@@ -18,6 +18,7 @@ import pytest
 from tff_noisy import config as config_lib
 from tff_noisy.reporting import report
 from tff_noisy.simulation import results as results_lib
+from tff_noisy.simulation import run_dir
 from tff_noisy.simulation import studies
 from experiments import run as cli
 
@@ -347,7 +348,12 @@ def test_publish_copies_the_finished_runs_results_and_reports_them_alone(tmp_pat
       tmp_path / 'moved')
   _write(out / 'noise.rho-1.0' / 'seed1' / 'forward_correction', 'forward_correction',
          _accuracies(1, -0.05), 1, 1.0)
-  report.publish(str(out), str(dest))
+  with run_dir.claim(str(out), resume=True):  # Published while the grid still runs.
+    cli.main(['report', str(out), '--publish', str(dest)])
+  assert capsys.readouterr().out.splitlines() == [
+      f'{out} is still being written: its own report waits until it ends; its finished '
+      'runs are published',
+      f"published 8 finished run(s) of 8 and their report: {dest / 'report.md'}"]
   assert (dest / 'noise.rho-1.0' / 'seed1' / 'forward_correction' / 'results.json').exists()
   text = open(dest / 'report.md').read()
   assert 'not started' not in text and '7 of 8' not in text

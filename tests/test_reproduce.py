@@ -1,6 +1,7 @@
 """``tff-noisy reproduce``: protocols as data, the plan they give ``studies.grid``, the
 up-front check of the paper scale, and the report beside the paper's numbers. A toy
 protocol in a temporary directory; ``run`` is a stand-in writing results.json."""
+import glob
 import os
 import textwrap
 
@@ -372,3 +373,31 @@ def test_the_paper_scale_runs_a_round_on_a_tfds_cifar10_directory(tmp_path, tmp_
   assert '## Beside the paper: fedds Table 4 (CIFAR-10 columns)' in text
   assert '| IID | fedds (FedAvg [33] / + FedDS) | ' in text
   assert 'Every cell ran with `--set fl.rounds=1 --set data.data_dir=' in text
+
+
+_REPORTS = os.path.join(os.path.dirname(__file__), '..', 'docs', 'papers', 'reports')
+
+
+def test_the_committed_cells_are_kept_by_a_resume_of_their_table():
+  """A committed report holds each finished cell's results.json (``report --publish``).
+  Each one ran the config its protocol plans today, method defaults included: a copy of
+  the report continues with ``reproduce --resume`` and keeps it. A changed protocol or
+  default fails here, until the cells are run again."""
+  kept = {}
+  in_progress = os.path.join(_REPORTS, 'in-progress')
+  for directory in sorted(glob.glob(os.path.join(_REPORTS, '*', studies.MANIFEST_FILE)) +
+                          glob.glob(os.path.join(in_progress, '*', studies.MANIFEST_FILE))):
+    directory = os.path.dirname(directory)
+    name = os.path.relpath(directory, _REPORTS)
+    paper = studies.read_manifest(directory)['paper']
+    table = reproduce.table_of(paper['paper'], paper['table'], paper['scale'])
+    plan = reproduce.plan(table, paper['scale'], extra=paper['extra_overrides'])
+    for r in studies.plan_grid(plan.config_path, plan.overrides, plan.methods,
+                               plan.settings, plan.seeds, plan.method_overrides):
+      if os.path.exists(os.path.join(directory, r.path, results_lib.RESULTS_FILE)):
+        assert studies.finished_results(os.path.join(directory, r.path), r.config), (
+            f'{name}/{r.path} ran another config than its protocol plans today')
+        kept[name] = kept.get(name, 0) + 1
+  # The two grids under way since cells were committed (the earlier reports have none).
+  assert {'in-progress/fedds_table4_mnist_cpu', 'in-progress/lsc_table2_cifar10_cpu'} <= set(
+      kept), kept
