@@ -401,3 +401,25 @@ def test_the_committed_cells_are_kept_by_a_resume_of_their_table():
   # The two grids under way since cells were committed (the earlier reports have none).
   assert {'in-progress/fedds_table4_mnist_cpu', 'in-progress/lsc_table2_cifar10_cpu'} <= set(
       kept), kept
+
+
+def test_methods_leave_out_the_scale_params_only_the_others_take():
+  """LSC's cpu scale sets SymCE's alpha and beta for every cell; ``--methods`` without
+  SymCE drops alpha (no chosen method takes it), not beta (FedCorr's, pinned by its
+  method_set), and each planned cell is the whole grid's cell (so --resume keeps it)."""
+  table = reproduce.table_of('lsc', 'table2_cifar10', 'cpu')
+  whole = reproduce.plan(table, 'cpu', seeds=[0])
+  some = reproduce.plan(table, 'cpu', seeds=[0], methods=['fedavg', 'fedcorr'])
+  assert [o for o in whole.overrides if o not in some.overrides] == ['method.params.alpha=0.5']
+  cells = lambda plan: {r.path: r.config for r in studies.plan_grid(
+      plan.config_path, plan.overrides, plan.methods, plan.settings, plan.seeds,
+      plan.method_overrides)}
+  chosen, every = cells(some), cells(whole)
+  assert len(chosen) == 4 and all(chosen[path] == every[path] for path in chosen)
+  assert {c.method.params.get('beta') for c in chosen.values()} == {None, 5.0}
+  # A --set of a parameter no chosen method takes is still an error.
+  plan = reproduce.plan(table, 'cpu', seeds=[0], methods=['fedavg'],
+                        extra=['method.params.tau=2.0'])
+  with pytest.raises(ConfigError, match='method.params.tau: neither'):
+    studies.plan_grid(plan.config_path, plan.overrides, plan.methods, plan.settings,
+                      plan.seeds, plan.method_overrides)

@@ -24,6 +24,7 @@ import os
 from typing import Dict, List, NamedTuple, Optional
 
 from tff_noisy import config as config_lib
+from tff_noisy import methods as method_registry
 from tff_noisy import yamlio
 from tff_noisy.errors import ConfigError
 from tff_noisy.params import did_you_mean
@@ -256,16 +257,28 @@ def plan(table: Table, scale: str, seeds: Optional[list] = None,
   spec = table.scales[scale]
   root = os.path.join(os.path.dirname(__file__), '..')
   config_path = os.path.join(root, spec.config)
-  overrides = spec.overrides + list(extra or [])
   where = f"table '{table.id}' at scale {scale}"
   grid_settings = [studies.Setting(sid, spec.settings[sid], ','.join(spec.settings[sid]))
                    for sid in _subset('--settings', settings, list(spec.settings), where)]
   grid_methods = _subset('--methods', methods, spec.methods, where)
+  overrides = _params_of(spec.overrides, spec.methods, grid_methods) + list(extra or [])
   if scale == 'paper':
     config = config_lib.load(config_path, overrides + grid_settings[0].overrides)
     _check_dataset_present(config)
   return Plan(config_path, overrides, grid_methods, grid_settings, list(seeds or spec.seeds),
               table.method_overrides_at(scale, grid_methods))
+
+
+def _params_of(overrides: list, scale_methods: list, chosen: list) -> list:
+  """The scale's ``overrides`` without the ``method.params`` that only methods left out
+  by ``--methods`` take (SymCE's alpha when SymCE does not run): each run keeps the
+  params its method takes, so the cells are those of the whole grid."""
+  taken = {key for name in chosen for key in method_registry.param_names(name)}
+  others = {key for name in scale_methods if name not in chosen
+            for key in method_registry.param_names(name)} - taken
+  prefix = 'method.params.'
+  return [o for o in overrides
+          if not (o.startswith(prefix) and o.split('=', 1)[0][len(prefix):] in others)]
 
 
 def _subset(flag: str, chosen: Optional[list], allowed: list, where: str) -> list:
