@@ -83,7 +83,7 @@ class Table:
     every one ``scale`` runs; the scale's own ``method_set`` after the table's."""
     run = self.scales[scale].methods if methods is None else methods
     own = self.scales[scale].method_set
-    return {m: list(self.method_overrides.get(m, [])) + list(own.get(m, []))
+    return {m: _later_wins(self.method_overrides.get(m, []), own.get(m, []))
             for m in run if m in self.method_overrides or m in own}
 
   def study(self, scale: str, extra: Optional[list] = None,
@@ -149,8 +149,17 @@ def _method_set(where: str, methods, own: Optional[dict], inherited: dict) -> di
     if name not in methods:
       raise ConfigError(f"{where}: method_set names '{name}', "
                         f"not one of the table's methods: {', '.join(methods)}")
-    merged[name] = merged.get(name, []) + list(values)
+    merged[name] = _later_wins(merged.get(name, []), values)
   return {name: values for name, values in merged.items() if name in methods}
+
+
+def _later_wins(first: list, then: list) -> list:
+  """``first`` then ``then`` as ``--set`` overrides, one per key: a key set again keeps
+  its place and takes the later value (what applying both in order gives)."""
+  merged = {}
+  for override in list(first) + list(then):
+    merged[override.split('=', 1)[0]] = override
+  return list(merged.values())
 
 
 def _reading(paper: str, table_id: str, table: dict) -> Optional[str]:

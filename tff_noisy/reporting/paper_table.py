@@ -47,7 +47,7 @@ def render(w: reporting.Writer, groups: dict, paper: dict) -> None:
         f'{paper["metric"]} ({paper["metric_note"] or "no definition given"}); {ours}, '
         f'mean ± std over seeds, at scale `{paper["scale"]}`: {paper["scale_note"]}', '')
   for method, overrides in (paper.get('method_overrides') or {}).items():
-    w.add(f'`{method}` runs with `{" ".join(overrides)}` (its paper\'s set-up).', '')
+    w.add(f'`{method}` runs with `{" ".join(overrides)}` (the protocol\'s `method_set`).', '')
   if paper.get('extra_overrides'):
     w.add(f'Every cell ran with `--set {" --set ".join(paper["extra_overrides"])}`, '
           'beyond the protocol.', '')
