@@ -359,6 +359,12 @@ def test_publish_copies_the_finished_runs_results_and_reports_them_alone(tmp_pat
   assert 'not started' not in text and '7 of 8' not in text
   with pytest.raises(report.ReportError, match='must be outside'):
     report.publish(str(out), str(out / 'published'))
+  other = tmp_path / 'other_grid'  # A study's own directory is not a place to publish to.
+  (other / 'default' / 'seed0' / 'fedavg' / 'checkpoints').mkdir(parents=True)
+  _write(other / 'default' / 'seed0' / 'fedavg', 'fedavg', _accuracies(0, 0.0))
+  with pytest.raises(report.ReportError, match='holds the outputs of a run'):
+    report.publish(str(out), str(other))
+  assert (other / 'default' / 'seed0' / 'fedavg' / 'results.json').exists()
 
 
 def test_an_unfinished_run_is_reported_as_such(tmp_path):

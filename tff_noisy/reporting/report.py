@@ -702,12 +702,19 @@ def publish(directory: str, dest: str) -> Tuple[str, int, int]:
   source, target = os.path.realpath(directory), os.path.realpath(dest)
   if os.path.commonpath([source, target]) in (source, target):
     raise ReportError(f'--publish: {dest} must be outside {directory} (and not contain it)')
+  trained = sorted(os.path.join(root, name) for root, dirs, names in os.walk(dest)
+                   for name in dirs + names if name in _RUN_OUTPUTS and name != _RESULTS)
+  if trained:
+    raise ReportError(f'--publish: {dest} holds the outputs of a run ({trained[0]}), which '
+                      'publishing would leave without their results: choose a folder of '
+                      'its own')
   try:
     os.makedirs(dest, exist_ok=True)
     for root, _, names in os.walk(dest, topdown=False):
       for name in names:
-        if (name == _RESULTS or name == REPORT_FILE or name in _STUDY_FILES
-            or (root == dest and name.startswith('report-') and name.endswith('.png'))):
+        if name == _RESULTS or (root == dest and (
+            name == REPORT_FILE or name in _STUDY_FILES
+            or (name.startswith('report-') and name.endswith('.png')))):
           os.remove(os.path.join(root, name))
       if root != dest and not os.listdir(root):
         os.rmdir(root)
