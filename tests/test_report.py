@@ -367,6 +367,22 @@ def test_publish_copies_the_finished_runs_results_and_reports_them_alone(tmp_pat
   assert (other / 'default' / 'seed0' / 'fedavg' / 'results.json').exists()
 
 
+def test_methods_are_reported_in_the_order_the_study_gave_them(tmp_path):
+  out = tmp_path / 'grid'
+  names = ['fedprox', 'fedavg', 'fedds']
+  for method in names + ['coteaching']:  # coteaching: not in the manifest; last.
+    _write(out / 'default' / 'seed0' / method, method, _accuracies(0, 0.0))
+  config = config_lib.from_dict({'data': {'dataset': 'digits'}})
+  studies.write_manifest(str(out), 'grid', [
+      studies.PlannedRun(os.path.join('default', 'seed0', m), m, config, None, 'default', 0)
+      for m in names], names, [0], {'default': ''})
+  text = open(report.write_report(str(out))[0]).read()
+  section = text[text.index('## Test accuracy'):text.index('## Time per round')]
+  rows = [line.split(' | ')[1] for line in section.splitlines()
+          if line.startswith('| default |')]
+  assert rows == ['fedprox', 'fedavg', 'fedds', 'coteaching']
+
+
 def test_an_unfinished_run_is_reported_as_such(tmp_path):
   run = tmp_path / 'run'
   (run / 'tb').mkdir(parents=True)

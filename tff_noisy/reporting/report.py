@@ -61,6 +61,7 @@ class Layout:
   missing: List[Tuple[Optional[str], Optional[int], str]]  # In the manifest, not begun.
   lock: Optional[str]
   paper: Optional[dict] = None  # A reproduced table (``reproduce``), from the manifest.
+  methods: List[str] = dataclasses.field(default_factory=list)  # The manifest's order.
 
 
 # ----------------------------------------------------------------------------- layout
@@ -156,7 +157,8 @@ def discover(directory: str) -> Layout:
   named = all(r.path == r.method for r in runs) and any(r.finished for r in runs)
   if os.path.exists(os.path.join(directory, 'comparison.csv')) or kind == 'compare' or (
       runs and named and kind != 'grid'):
-    return Layout('compare', directory, runs, {}, _not_started(manifest, runs), lock)
+    return Layout('compare', directory, runs, {}, _not_started(manifest, runs), lock,
+                  methods=list(manifest.get('methods') or []))
 
   runs = []
   for setting in subdirs:
@@ -171,7 +173,8 @@ def discover(directory: str) -> Layout:
                                 setting, int(match.group(1))))
   if runs or os.path.exists(os.path.join(directory, 'grid.csv')) or kind == 'grid':
     return Layout('grid', directory, runs, _grid_settings(directory, manifest, runs),
-                  _not_started(manifest, runs), lock, manifest.get('paper'))
+                  _not_started(manifest, runs), lock, manifest.get('paper'),
+                  list(manifest.get('methods') or []))
   if _is_run_dir(directory):  # A run that has not written results.json yet.
     return _single(directory)
   raise ReportError(
@@ -280,14 +283,18 @@ def plot_accuracy(curves: Dict[str, List[List[Tuple[int, float]]]], title: str,
 
 
 def _groups(layout: Layout) -> Dict[Optional[str], Dict[str, List[Run]]]:
-  """setting -> method -> finished runs (by seed), in directory order."""
+  """setting -> method -> finished runs (by seed): settings in directory order, methods
+  in the manifest's (the order the study was given), any other after them by name."""
   groups: Dict[Optional[str], Dict[str, List[Run]]] = {}
   for run in layout.runs:
     if run.finished:
       groups.setdefault(run.setting, {}).setdefault(run.method, []).append(run)
-  for methods in groups.values():
+  order = {method: i for i, method in enumerate(layout.methods)}
+  for setting, methods in groups.items():
     for runs in methods.values():
       runs.sort(key=lambda r: (r.seed is None, r.seed))
+    groups[setting] = dict(sorted(methods.items(),
+                                  key=lambda item: (order.get(item[0], len(order)), item[0])))
   return groups
 
 
