@@ -377,7 +377,7 @@ def test_methods_are_reported_in_the_order_the_study_gave_them(tmp_path):
       studies.PlannedRun(os.path.join('default', 'seed0', m), m, config, None, 'default', 0)
       for m in names], names, [0], {'default': ''})
   text = open(report.write_report(str(out))[0]).read()
-  section = text[text.index('## Test accuracy'):text.index('## Time per round')]
+  section = text[text.index('## Test accuracy'):text.index('## Fit to the clients')]
   rows = [line.split(' | ')[1] for line in section.splitlines()
           if line.startswith('| default |')]
   assert rows == ['fedprox', 'fedavg', 'fedds', 'coteaching']
@@ -501,3 +501,31 @@ def test_time_per_round_beside_fedavg_of_the_same_seed(tmp_path):
   text = open(report.write_report(str(out))[0]).read()
   assert '## Time per round' in text
   assert '| fedavg |  | 0.20 |  |' in text and '| fedcorr |  | 0.50 | 2.50 |' in text
+
+
+def test_fit_to_the_clients_labels_beside_the_share_that_is_correct(tmp_path):
+  """The last 10 trained rounds' training accuracy beside 1 - the example-weighted noise
+  rate of the same rounds' clients; a round that trained nothing is not one of them."""
+  out = tmp_path / 'cmp'
+  two = ['client_000', 'client_002']  # 100 and 120 examples, rates 0.0 and 0.4.
+  first = {1: {'train_accuracy': 0.1}, 2: {'train_accuracy': 0.1}}
+  _write(out / 'fedavg', 'fedavg', _accuracies(0, 0.0), per_round={
+      **first, **{r: {'clients': two, 'train_accuracy': 0.9} for r in range(3, 13)}})
+  _write(out / 'lsc', 'lsc', _accuracies(0, 0.05), per_round={
+      **first, **{r: {'clients': two, 'train_accuracy': 0.5} for r in range(3, 12)},
+      12: {'train_accuracy': None}})
+  with open(out / 'comparison.csv', 'w', newline='') as f:
+    csv.writer(f).writerows([['method', 'final_accuracy', 'last10_accuracy'],
+                             ['fedavg', 0.5, 0.5], ['lsc', 0.5, 0.5]])
+  two_correct = (100 * 1.0 + 120 * 0.6) / 220
+  all_correct = 1 - (80 * 0.1 + 120 * 0.4 + 60 * 0.6) / 360
+  lsc_accuracy, lsc_share = (0.1 + 9 * 0.5) / 10, (all_correct + 9 * two_correct) / 10
+  assert report.label_fit(json.loads((out / 'lsc' / 'results.json').read_text())) == (
+      pytest.approx(lsc_accuracy), pytest.approx(lsc_share))
+  text = open(report.write_report(str(out))[0]).read()
+  assert '## Fit to the clients\' labels' in text
+  assert (f'| fedavg | 1 | 90.00 | {100 * two_correct:.2f} | '
+          f'{100 * (0.9 - two_correct):+.2f} |') in text
+  assert (f'| lsc | 1 | {100 * lsc_accuracy:.2f} | {100 * lsc_share:.2f} | '
+          f'{100 * (lsc_accuracy - lsc_share):+.2f} |') in text
+  assert report.label_fit({'rounds': _rounds([0.5]), 'client_noise_rates': _RATES}) is None

@@ -565,6 +565,61 @@ def _accuracy_section(w: Writer, layout: Layout, groups) -> None:
                                           f'test accuracy per round {setting or ""}'.strip()))
 
 
+def label_fit(results: dict, last: int = 10) -> Optional[Tuple[float, float]]:
+  """(clients' training accuracy, correct share of their labels) over a run's last
+  ``last`` trained rounds, or None without the records.
+
+  The training accuracy is the round's example-weighted running accuracy of local
+  training on the labels the clients trained on; the correct share is 1 - the realised
+  noise rate (``client_noise_rates``) of the same clients, weighted by their examples.
+  On the given labels, an accuracy above the share means the clients fit wrong labels.
+  """
+  rates, sizes = results.get('client_noise_rates') or {}, client_sizes(results)
+  pairs = []
+  for record in results.get('rounds', []):
+    clients = record.get('clients') or []
+    if (record.get('train_accuracy') is None or not clients
+        or any(c not in rates or not sizes.get(c) for c in clients)):
+      continue
+    examples = np.array([sizes[c] for c in clients], float)
+    correct = 1.0 - np.array([rates[c] for c in clients], float)
+    pairs.append((float(record['train_accuracy']),
+                  float(correct @ examples / examples.sum())))
+  if not pairs:
+    return None
+  accuracy, share = np.mean(pairs[-last:], axis=0)
+  return float(accuracy), float(share)
+
+
+def _label_fit_section(w: Writer, layout: Layout, groups) -> None:
+  """Whether the clients fit their noisy labels: their training accuracy beside the
+  share of their labels that are correct (``label_fit``), per method."""
+  rows = []
+  for setting, methods in groups.items():
+    for method, runs in methods.items():
+      fits = [fit for fit in (label_fit(r.results) for r in runs) if fit is not None]
+      if not fits:
+        continue
+      accuracy, share = np.array(fits).T
+      rows.append(([setting] if layout.kind == 'grid' else []) + [
+          method, len(fits), pct(mean_std(accuracy)), pct(mean_std(share)),
+          f'{100 * np.mean(accuracy - share):+.2f}'])
+  if not rows:
+    return
+  w.add('## Fit to the clients\' labels', '')
+  w.add('Training accuracy: the running accuracy of local training (all local steps, '
+        'training mode) on the labels the clients trained on, weighted by their examples; '
+        'correct share: the share of those clients\' given labels that are right (1 - '
+        'their realised noise rate, weighted alike). Both are means over the last 10 '
+        'trained rounds, then mean ± std over seeds (%). On the given labels, a training '
+        'accuracy above the correct share means the clients fit wrong labels (at least '
+        'the difference); a method that relabels or selects examples trains on other '
+        'labels or fewer, and its accuracy is on those.', '')
+  w.table((['setting'] if layout.kind == 'grid' else []) +
+          ['method', 'seeds', 'training accuracy', 'correct share', 'difference (points)'],
+          rows)
+
+
 def seconds_per_round(results: dict) -> Optional[float]:
   """A run's median seconds per round (training and the method's server steps, not the
   evaluation), over its rounds after the first (which traces); None with fewer than 2."""
@@ -747,6 +802,7 @@ def _write(layout: Layout) -> Tuple[str, List[str]]:
   if layout.paper:
     paper_table.render(w, groups, layout.paper)
   _accuracy_section(w, layout, groups)
+  _label_fit_section(w, layout, groups)
   _time_section(w, layout, groups)
   _estimates_section(w, layout, groups)
   for section in registry.report_sections():
