@@ -35,7 +35,6 @@ from typing import Optional
 
 from tff_noisy import catalog
 from tff_noisy import config as config_lib
-from tff_noisy import device as device_lib
 from tff_noisy import errors
 from tff_noisy import methods
 from tff_noisy import reproduce
@@ -93,11 +92,9 @@ def _cmd_data_build(args) -> None:
 def _run(config, out_dir, args, choices=None):
   """Runs one experiment into ``out_dir``, holding it (``run_dir.claim``) meanwhile;
   ``choices``: the config's, when it has been validated already."""
-  with run_dir.claim(out_dir, resume=args.resume, overwrite=args.overwrite):
-    device_lib.hide_gpus_before_tensorflow(config.device)  # device: cpu, if TF not loaded.
-    from tff_noisy.simulation import driver  # pylint: disable=g-import-not-at-top
-    return driver.run_experiment(config, out_dir, resume=args.resume, workers=args.workers,
-                                 choices=choices)
+  return run_dir.run_experiment(config, out_dir, resume=args.resume,
+                                overwrite=args.overwrite, workers=args.workers,
+                                choices=choices)
 
 
 def _cmd_run(args) -> None:

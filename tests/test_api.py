@@ -1,5 +1,6 @@
 """The public API (``tff_noisy``): its arguments checked at the edge, one line naming the
 argument; its process equal to the run the command line makes of the same config."""
+import os
 import subprocess
 import sys
 
@@ -11,6 +12,8 @@ import tff_noisy
 from tff_noisy import methods
 from tff_noisy import zoo
 from tff_noisy.errors import ConfigError
+from tff_noisy.simulation import results as results_lib
+from tff_noisy.simulation import run_dir
 
 
 def _clients(num_clients=4, size=30, seed=0):
@@ -266,3 +269,61 @@ def test_a_process_is_the_run_of_its_config_and_resumes_exactly(tmp_path):
     state, metrics = other.next(state)
     tail.append(metrics)
   assert _accuracies(tail) == _accuracies(records[2:])
+
+
+def _finished_run(out):
+  """What a finished run leaves in ``out``, as far as its directory's claim looks."""
+  out.mkdir(parents=True)
+  for name in ('results.json', 'metrics.csv', 'final_weights.npz'):
+    (out / name).write_text('earlier')
+  (out / 'checkpoints' / 'round_00002').mkdir(parents=True)
+
+
+def test_out_is_claimed_as_the_command_line_claims_it(tmp_path):
+  """``run(out=)`` and ``compare(out=)`` keep every promise ``--out`` makes: a directory
+  with files is refused unless resumed or overwritten, a live writer's lock is respected,
+  and overwrite removes only a run's own outputs; all before any training."""
+  config = {'fl': {'rounds': 1, 'client_runtime': 'tf'}}
+  data = _data()
+  finished = tmp_path / 'finished'
+  _finished_run(finished)
+  for call in (lambda **kw: tff_noisy.run(config, data=data, model_fn=_model_fn, **kw),
+               lambda **kw: tff_noisy.compare(config, ['fedavg'], data=data,
+                                              model_fn=_model_fn, **kw)):
+    with pytest.raises(ValueError, match=r'out: .*finished is not empty \(checkpoints, '
+                                         r'final_weights.npz, metrics.csv, \.\.\.\); '
+                                         'continue that run with resume=True, replace it '
+                                         'with overwrite=True'):
+      call(out=str(finished))
+    with run_dir.claim(str(finished), resume=True):  # A live writer.
+      with pytest.raises(ValueError, match=r'out: .*finished is in use by PID'):
+        call(out=str(finished), resume=True)
+    (finished / 'notes.txt').write_text('mine')
+    with pytest.raises(ValueError, match=r'overwrite=True: .*finished holds files tff-noisy '
+                                         r'did not write \(notes.txt\)'):
+      call(out=str(finished), overwrite=True)
+    (finished / 'notes.txt').unlink()
+    with pytest.raises(ValueError, match='resume, overwrite: give one of them'):
+      call(out=str(finished), resume=True, overwrite=True)
+    with pytest.raises(ValueError, match='overwrite: needs out'):
+      call(overwrite=True)
+    assert (finished / 'results.json').read_text() == 'earlier'
+  (tmp_path / 'file').write_text('x')
+  with pytest.raises(ValueError, match='out: .*file is a file, not a directory'):
+    tff_noisy.run(config, data=data, model_fn=_model_fn, out=str(tmp_path / 'file'))
+
+
+@pytest.mark.slow
+def test_a_run_in_out_is_resumed_or_overwritten_as_on_the_command_line(tmp_path):
+  config = {'fl': {'rounds': 2, 'client_runtime': 'tf'}}
+  data, out = _data(), tmp_path / 'run'
+  first = tff_noisy.run(config, data=data, model_fn=_model_fn, out=str(out))
+  assert not (out / run_dir.LOCK_FILE).exists()  # Released.
+  with pytest.raises(ValueError, match='is not empty'):
+    tff_noisy.run(config, data=data, model_fn=_model_fn, out=str(out))
+  again = tff_noisy.run(config, data=data, model_fn=_model_fn, out=str(out), resume=True)
+  assert _accuracies(again.rounds) == _accuracies(first.rounds)
+  replaced = tff_noisy.run({**config, 'seed': 1}, data=data, model_fn=_model_fn,
+                           out=str(out), overwrite=True)
+  assert results_lib.load(str(out))['config']['seed'] == 1
+  assert replaced.rounds[-1]['round'] == 2

@@ -27,6 +27,7 @@ from tff_noisy.data import noise as noise_lib
 from tff_noisy.data import params as data_params
 from tff_noisy.data.federated import CUSTOM, FederatedData
 from tff_noisy.params import Params
+from tff_noisy.simulation import run_dir
 
 federated_data = custom.from_arrays
 federated_data_from_client_data = custom.from_client_data
@@ -138,50 +139,68 @@ def _as_config(config: ConfigLike, data, model_fn) -> config_lib.ExperimentConfi
 
 def run(config: ConfigLike, *, data: Optional[FederatedData] = None,
         model_fn: Optional[Callable] = None, out: Optional[str] = None,
-        resume: bool = False, progress: Optional[bool] = False,
+        resume: bool = False, overwrite: bool = False, progress: Optional[bool] = False,
         workers: Optional[Sequence[str]] = None):
   """Runs one experiment; returns its ``Results`` (``results.json``'s fields, and the
   final weights in ``final_weights``).
 
   ``out``: the run directory the command line writes (results.json, metrics.csv,
-  checkpoints, TensorBoard); None keeps everything in memory. ``resume``: continue from
-  ``out``'s checkpoints. ``progress``: a progress bar on stderr (None: as ``tff-noisy
+  checkpoints, TensorBoard), held as ``tff-noisy run --out`` holds it: a directory that
+  holds files is refused unless ``resume`` (continue from its checkpoints) or
+  ``overwrite`` (first remove the earlier run's outputs, and only those); None keeps
+  everything in memory. ``progress``: a progress bar on stderr (None: as ``tff-noisy
   run`` shows it). ``workers``: ``host:port`` of TFF workers to train on.
   """
-  from tff_noisy.simulation import driver  # pylint: disable=import-outside-toplevel
-  if resume and out is None:
-    raise ValueError('resume: needs out, the run directory whose checkpoints it continues')
+  _check_out(out, resume, overwrite)
   config, choices = _checked_config(config, data, model_fn)
-  return driver.run_experiment(config, out, resume=resume, progress=progress,
-                               workers=workers, choices=choices, data=data,
-                               model_fn=model_fn)
+  return run_dir.run_experiment(config, out, resume=resume, overwrite=overwrite,
+                                flags=run_dir.PYTHON, progress=progress, workers=workers,
+                                choices=choices, data=data, model_fn=model_fn)
+
+
+def _check_out(out, resume: bool, overwrite: bool) -> None:
+  """``out`` a path, and ``resume`` or ``overwrite`` (not both) only with it."""
+  if out is not None and not isinstance(out, (str, os.PathLike)):
+    raise TypeError(f'out: expected a directory path, got {type(out).__name__}')
+  if resume and overwrite:
+    raise ValueError('resume, overwrite: give one of them (resume continues the run in out, '
+                     'overwrite replaces it)')
+  for name, given in (('resume', resume), ('overwrite', overwrite)):
+    if given and out is None:
+      raise ValueError(f'{name}: needs out, the run directory it applies to')
 
 
 def compare(config: ConfigLike, method_names: Sequence[str], *,
             data: Optional[FederatedData] = None, model_fn: Optional[Callable] = None,
-            out: Optional[str] = None, progress: Optional[bool] = False) -> Dict[str, object]:
+            out: Optional[str] = None, resume: bool = False, overwrite: bool = False,
+            progress: Optional[bool] = False) -> Dict[str, object]:
   """Runs ``config`` once per method on the same data; ``{method: Results}``.
 
   ``out``: as ``tff-noisy compare --out`` (a folder per method, comparison.csv and
-  comparison.png); None keeps everything in memory.
+  comparison.png), held as the command line holds it, with ``resume`` and ``overwrite``
+  as ``run``'s; None keeps everything in memory.
   """
-  from tff_noisy.simulation import driver  # pylint: disable=import-outside-toplevel
   from tff_noisy.simulation import studies  # pylint: disable=import-outside-toplevel
   if isinstance(method_names, str) or not method_names:
     raise TypeError('method_names: expected a non-empty list of method names, got '
                     f'{method_names!r}')
+  _check_out(out, resume, overwrite)
   config = _as_config(config, data, model_fn)
   planned = studies.method_configs(config, list(method_names), data=data, model_fn=model_fn)
 
-  def run_one(method_config, run_dir, choices):
-    return driver.run_experiment(method_config, run_dir, progress=progress, choices=choices,
-                                 data=data, model_fn=model_fn)
+  def run_one(method_config, method_dir, choices):
+    return run_dir.run_experiment(method_config, method_dir, resume=resume,
+                                  overwrite=overwrite, flags=run_dir.PYTHON,
+                                  progress=progress, choices=choices, data=data,
+                                  model_fn=model_fn)
 
   if out is None:
     return {name: run_one(method_config, None, choices)
             for name, (method_config, choices) in planned.items()}
-  return dict(studies.compare(config, list(method_names), out, run_one,
-                              data=data, model_fn=model_fn))
+  out = os.fspath(out)
+  with run_dir.claim(out, resume=resume, overwrite=overwrite, flags=run_dir.PYTHON):
+    return dict(studies.compare(config, list(method_names), out, run_one,
+                                data=data, model_fn=model_fn))
 
 
 class RoundOutput(NamedTuple):

@@ -3,6 +3,7 @@
 Importable from anywhere without an import cycle (it imports nothing of the project).
 """
 
+import errno
 import sys
 
 PROG = 'tff-noisy'
@@ -19,6 +20,14 @@ class ConfigError(UserError, ValueError):
 class OutputError(UserError):
   """A run's output (results, weights, a checkpoint) could not be written (disk full, no
   permission); the message names the file and what is still intact."""
+
+
+def os_reason(error: OSError) -> str:
+  """Why ``error`` happened, as the system says it; a full disk says so in words."""
+  reason = error.strerror or str(error)
+  if error.errno in (errno.ENOSPC, errno.EDQUOT):
+    reason += ': the disk is full'
+  return reason
 
 
 def warn(message: str) -> None:

@@ -1,7 +1,8 @@
 """Files written whole or not at all: what a crash or a full disk must not cut in half.
 
-Importable from anywhere (NumPy only): the data cache, checkpoints and a run's results
-all write through ``write_atomically``.
+Importable from anywhere (NumPy and ``errors`` only): the data cache, checkpoints and a
+run's results all write through ``write_atomically``; what a command writes for a person
+(an export, an evaluation, a report) through ``write_file``.
 """
 
 import io
@@ -9,6 +10,8 @@ import os
 import tempfile
 
 import numpy as np
+
+from tff_noisy.errors import OutputError, os_reason
 
 
 def npz_bytes(*args, **kwargs) -> bytes:
@@ -59,6 +62,17 @@ def write_atomically(path: str, content: bytes) -> None:
   finally:
     if os.path.exists(partial):
       os.remove(partial)
+
+
+def write_file(path: str, content: bytes) -> None:
+  """``write_atomically`` into ``path``'s folder, created if missing. An ``OSError`` (a
+  full disk, a read-only file system, no permission) is an ``OutputError`` in one line
+  naming ``path`` and why; ``path`` is as it was."""
+  try:
+    os.makedirs(os.path.dirname(path) or '.', exist_ok=True)
+    write_atomically(path, content)
+  except OSError as e:
+    raise OutputError(f'cannot write {path}: {os_reason(e)}') from None
 
 
 def portable_path(path: str, root: str) -> str:

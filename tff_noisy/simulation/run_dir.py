@@ -13,6 +13,10 @@ by name, and a study's runs as its ``manifest.json`` lists them), so the new run
 with nothing of the old one beside it; anything else in the way is named and refused
 before anything is removed. ``refuse_if_running`` keeps ``export``, ``evaluate`` and
 ``report`` out of a directory whose run is still going.
+
+The command line and the Python API (``tff_noisy.run``/``compare`` with ``out=``) claim a
+directory alike; only the names their messages give the options differ (``Flags``).
+``run_experiment`` is one run in a claimed directory, for both.
 """
 
 import contextlib
@@ -24,8 +28,10 @@ import shutil
 import socket
 import sys
 import time
+from typing import NamedTuple
 
-from tff_noisy.errors import UserError, warn
+from tff_noisy import device as device_lib
+from tff_noisy.errors import UserError, os_reason, warn
 from tff_noisy.simulation import results
 
 LOCK_FILE = '.tff-noisy.lock'
@@ -41,21 +47,34 @@ _FOLDERS = {'checkpoints': ('round_[0-9]*', '.round_*'), 'tb': ('events.out.tfev
             'logs': ('*.log',)}
 
 
-class RunDirError(UserError):
-  """An output directory cannot be used for this run."""
+class RunDirError(UserError, ValueError):
+  """An output directory cannot be used for this run (from Python: a ValueError)."""
 
 
-def check(out_dir: str, *, resume: bool, overwrite: bool) -> None:
+class Flags(NamedTuple):
+  """What the messages call the output directory and the two ways of reusing it."""
+  out: str
+  resume: str
+  overwrite: str
+
+
+COMMAND_LINE = Flags('--out', '--resume', '--overwrite')
+PYTHON = Flags('out', 'resume=True', 'overwrite=True')
+
+
+def check(out_dir: str, *, resume: bool, overwrite: bool,
+          flags: Flags = COMMAND_LINE) -> None:
   """Raises RunDirError if ``out_dir`` is a file, or holds files and neither flag is set."""
   if os.path.exists(out_dir) and not os.path.isdir(out_dir):
-    raise RunDirError(f'--out: {out_dir} is a file, not a directory')
+    raise RunDirError(f'{flags.out}: {out_dir} is a file, not a directory')
   if resume or overwrite or not os.path.isdir(out_dir):
     return
   entries = sorted(set(os.listdir(out_dir)) - {LOCK_FILE})
   if entries:
     shown = ', '.join(entries[:3]) + (', ...' if len(entries) > 3 else '')
-    raise RunDirError(f'--out: {out_dir} is not empty ({shown}); continue that run with '
-                      '--resume, replace it with --overwrite, or choose a new --out')
+    raise RunDirError(f'{flags.out}: {out_dir} is not empty ({shown}); continue that run '
+                      f'with {flags.resume}, replace it with {flags.overwrite}, or choose a '
+                      f'new {flags.out}')
 
 
 def project_files(out_dir: str) -> tuple:
@@ -117,16 +136,16 @@ def _study_part_foreign(path: str, rests: list) -> list:
   return foreign
 
 
-def _remove_earlier_outputs(out_dir: str) -> None:
+def _remove_earlier_outputs(out_dir: str, flags: Flags) -> None:
   """``--overwrite``: removes what the project wrote in ``out_dir``, or raises
   RunDirError naming what it did not write (and removes nothing)."""
   ours, foreign = project_files(out_dir)
   if foreign:
     shown = ', '.join(foreign[:5]) + (f', ... ({len(foreign)} in all)' if len(foreign) > 5
                                       else '')
-    raise RunDirError(f'--overwrite: {out_dir} holds files tff-noisy did not write ({shown}); '
-                      'move them away or choose another --out (--overwrite removes only '
-                      "a run's own outputs)")
+    raise RunDirError(f'{flags.overwrite}: {out_dir} holds files tff-noisy did not write '
+                      f'({shown}); move them away or choose another {flags.out} '
+                      f"({flags.overwrite} removes only a run's own outputs)")
   for name in ours:
     if name == LOCK_FILE:
       continue
@@ -158,24 +177,34 @@ def refuse_if_running(directory: str, command: str) -> None:
 
 
 @contextlib.contextmanager
-def claim(out_dir: str, *, resume: bool = False, overwrite: bool = False):
-  """Holds ``out_dir`` for one writer while the ``with`` block runs.
+def claim(out_dir: str, *, resume: bool = False, overwrite: bool = False,
+          flags: Flags = COMMAND_LINE):
+  """Holds ``out_dir`` for one writer while the ``with`` block runs; ``flags``: the
+  names the messages give the options.
 
   Raises:
     RunDirError: see :func:`check`; or another live process holds the lock (the
-      message names it); or ``out_dir`` cannot be created.
+      message names it); or ``out_dir`` cannot be created or written into (a read-only
+      file system, no permission).
   """
-  check(out_dir, resume=resume, overwrite=overwrite)
+  check(out_dir, resume=resume, overwrite=overwrite, flags=flags)
   created = not os.path.exists(out_dir)
   try:
     os.makedirs(out_dir, exist_ok=True)
   except OSError as e:
-    raise RunDirError(f'--out: cannot create {out_dir}: {e.strerror}') from None
+    raise RunDirError(f'{flags.out}: cannot create {out_dir}: {os_reason(e)}') from None
   path = os.path.join(out_dir, LOCK_FILE)
-  fd = _lock(path, out_dir)
+  try:
+    fd = _lock(path, out_dir, flags)
+  except OSError as e:
+    raise RunDirError(f'{flags.out}: cannot write into {out_dir}: {os_reason(e)}') from None
   try:
     if overwrite:
-      _remove_earlier_outputs(out_dir)
+      try:
+        _remove_earlier_outputs(out_dir, flags)
+      except OSError as e:
+        raise RunDirError(f'{flags.overwrite}: cannot remove the earlier run in {out_dir}: '
+                          f'{os_reason(e)}') from None
     failed = True  # Until the block returns: an exception leaves it set.
     yield
     failed = False
@@ -188,7 +217,7 @@ def claim(out_dir: str, *, resume: bool = False, overwrite: bool = False):
         os.rmdir(out_dir)  # Only if empty.
 
 
-def _lock(path: str, out_dir: str) -> int:
+def _lock(path: str, out_dir: str, flags: Flags) -> int:
   """Locks ``path`` (created if missing) and writes this process into it; returns its fd."""
   while True:
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -197,8 +226,8 @@ def _lock(path: str, out_dir: str) -> int:
     except BlockingIOError:
       holder = _describe(os.read(fd, 1 << 16))
       os.close(fd)
-      raise RunDirError(f'--out: {out_dir} is in use by {holder}; wait for it to finish '
-                        'or choose another --out') from None
+      raise RunDirError(f'{flags.out}: {out_dir} is in use by {holder}; wait for it to '
+                        f'finish or choose another {flags.out}') from None
     with contextlib.suppress(FileNotFoundError):
       if os.path.samestat(os.fstat(fd), os.stat(path)):
         break
@@ -221,3 +250,15 @@ def _describe(content: bytes) -> str:
             f'`{holder["command"]}`)')
   except (ValueError, TypeError, KeyError):
     return 'another process (its lock file names no holder)'
+
+
+def run_experiment(config, out_dir, *, resume: bool = False, overwrite: bool = False,
+                   flags: Flags = COMMAND_LINE, **options):
+  """``driver.run_experiment(config, out_dir, resume=resume, **options)`` while holding
+  ``out_dir`` (``claim``); with ``out_dir`` None, in memory. TensorFlow is imported once
+  the directory is held (a refused one costs no start-up)."""
+  with (contextlib.nullcontext() if out_dir is None else
+        claim(out_dir, resume=resume, overwrite=overwrite, flags=flags)):
+    device_lib.hide_gpus_before_tensorflow(config.device)  # device: cpu, if TF not loaded.
+    from tff_noisy.simulation import driver  # pylint: disable=g-import-not-at-top
+    return driver.run_experiment(config, out_dir, resume=resume, **options)
