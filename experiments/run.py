@@ -383,7 +383,9 @@ def _parser() -> argparse.ArgumentParser:
                          help="also copy the compare or grid to DEST, a folder to commit: "
                          "its manifest, table and each finished run's results.json (no "
                          "checkpoints, weights or logs), with DEST's own report; replaces "
-                         "what an earlier --publish wrote there; DIR may still be running. "
+                         "what an earlier --publish wrote there (DEST/published.json lists "
+                         "it) and refuses a DEST holding anything else; DIR may still be "
+                         "running. "
                          "A copy of DEST continues with --resume, keeping those runs")
   reporting.set_defaults(func=_cmd_report)
 

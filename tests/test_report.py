@@ -8,6 +8,7 @@ import csv
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -310,8 +311,9 @@ def test_report_names_a_running_grids_missing_runs(tmp_path):
 
 def test_publish_copies_the_finished_runs_results_and_reports_them_alone(tmp_path, capsys):
   """``report DIR --publish DEST``: DEST holds the manifest, grid.csv and each finished
-  run's results.json only; its report equals the grid's but for the unfinished run,
-  which it calls not started; a second publish replaces the first."""
+  run's results.json only, and published.json listing them; its report equals the grid's
+  but for the unfinished run, which it calls not started; a second publish replaces the
+  first. A DEST holding files no publish wrote is refused, naming them, nothing removed."""
   out, dest = tmp_path / 'grid', tmp_path / 'docs' / 'published'
   saved = _write_grid(out)
   planned = [studies.PlannedRun(os.path.join(name, f'seed{seed}', method), method,
@@ -322,19 +324,31 @@ def test_publish_copies_the_finished_runs_results_and_reports_them_alone(tmp_pat
   studies.write_manifest(str(out), 'grid', planned, ['fedavg', 'forward_correction'],
                          [0, 1], {'noise.rho-0.5': 'noise.rho=0.5',
                                   'noise.rho-1.0': 'noise.rho=1.0'})
-  (dest / 'old_setting' / 'seed0' / 'fedavg').mkdir(parents=True)
-  (dest / 'old_setting' / 'seed0' / 'fedavg' / 'results.json').write_text('{}')
-  (dest / 'report-stale.png').write_bytes(_PNG)
-  (dest / 'notes.md').write_text('kept')
+  mine = {'old_setting/seed0/fedavg/results.json': b'{}', 'report-mine.png': _PNG,
+          'report.md': b'mine', 'grid.csv': b'mine', 'notes.md': b'mine'}
+  for name, content in mine.items():  # A folder of the user's, no publish's.
+    (dest / name).parent.mkdir(parents=True, exist_ok=True)
+    (dest / name).write_bytes(content)
+  with pytest.raises(SystemExit):
+    cli.main(['report', str(out), '--publish', str(dest)])
+  assert capsys.readouterr().err.splitlines()[-1] == (
+      f'tff-noisy: error: --publish: {dest} holds files no earlier --publish wrote there '
+      '(grid.csv, notes.md, old_setting/seed0/fedavg/results.json, report-mine.png, '
+      'report.md); move them away or choose another DEST (--publish replaces only the '
+      'files its published.json lists)')
+  assert {name: (dest / name).read_bytes() for name in mine} == mine
+  shutil.rmtree(dest)
   cli.main(['report', str(out), '--publish', str(dest)])
   assert capsys.readouterr().out.splitlines()[-1] == (
       f"published 7 finished run(s) of 8 and their report: {dest / 'report.md'}")
   copied = sorted(os.path.relpath(os.path.join(root, name), dest)
                   for root, _, names in os.walk(dest) for name in names)
   figures = _figures(open(dest / 'report.md').read())
-  assert copied == sorted(['grid.csv', 'manifest.json', 'notes.md', 'report.md'] + figures + [
+  written = sorted(['grid.csv', 'manifest.json', 'report.md'] + figures + [
       os.path.join(name, f'seed{seed}', method, 'results.json')
       for name, seed, method in saved])
+  assert copied == sorted(written + ['published.json'])
+  assert json.loads((dest / 'published.json').read_text()) == {'files': written}
   for (name, seed, method), results in saved.items():
     assert json.loads((dest / name / f'seed{seed}' / method / 'results.json').read_text()
                       ) == results
@@ -357,12 +371,19 @@ def test_publish_copies_the_finished_runs_results_and_reports_them_alone(tmp_pat
   assert (dest / 'noise.rho-1.0' / 'seed1' / 'forward_correction' / 'results.json').exists()
   text = open(dest / 'report.md').read()
   assert 'not started' not in text and '7 of 8' not in text
+  assert len(json.loads((dest / 'published.json').read_text())['files']) == len(written) + 1
+  (dest / 'noise.rho-1.0' / 'seed1' / 'notes.md').write_text('mine')  # Added by the user.
+  with pytest.raises(report.ReportError, match=r'holds files no earlier --publish wrote '
+                                               r'there \(noise.rho-1.0/seed1/notes.md\)'):
+    report.publish(str(out), str(dest))
+  assert (dest / 'report.md').read_text() == text
   with pytest.raises(report.ReportError, match='must be outside'):
     report.publish(str(out), str(out / 'published'))
   other = tmp_path / 'other_grid'  # A study's own directory is not a place to publish to.
   (other / 'default' / 'seed0' / 'fedavg' / 'checkpoints').mkdir(parents=True)
   _write(other / 'default' / 'seed0' / 'fedavg', 'fedavg', _accuracies(0, 0.0))
-  with pytest.raises(report.ReportError, match='holds the outputs of a run'):
+  with pytest.raises(report.ReportError, match=r'no earlier --publish wrote there '
+                                               r'\(default/seed0/fedavg/metrics.csv, '):
     report.publish(str(out), str(other))
   assert (other / 'default' / 'seed0' / 'fedavg' / 'results.json').exists()
 

@@ -10,12 +10,15 @@
 """
 
 import dataclasses
+import io
 import math
 import os
 import re
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
+
+from tff_noisy import files
 
 
 @dataclasses.dataclass
@@ -161,9 +164,12 @@ def slug(*parts) -> str:
 
 
 def save(fig, path: str) -> None:
+  """Writes ``fig`` as the PNG ``path``, whole or not at all (``files.write_file``)."""
   fig.tight_layout()
-  fig.savefig(path, dpi=100)
+  content = io.BytesIO()
+  fig.savefig(content, format='png', dpi=100)
   pyplot().close(fig)
+  files.write_file(path, content.getvalue())
 
 
 def plot_scatter(points: Dict[str, Tuple[list, list]], xlabel: str, ylabel: str,

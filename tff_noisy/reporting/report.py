@@ -19,14 +19,14 @@ import dataclasses
 import json
 import os
 import re
-import shutil
 import socket
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
+from tff_noisy import files
 from tff_noisy import methods as registry
-from tff_noisy.errors import UserError
+from tff_noisy.errors import UserError, os_reason
 from tff_noisy.reporting import paper_table
 from tff_noisy.reporting import (Estimate, Run, Writer, mean_std, num, pct,
                                  pearson, plot_scatter, pyplot, save, scalars, seed_label,
@@ -741,11 +741,13 @@ def write_report(directory: str) -> Tuple[str, List[str]]:
   try:
     return _write(layout)
   except OSError as e:
-    raise ReportError(f'cannot write the report into {directory}: {e.strerror or e}') from None
+    raise ReportError(f'cannot write the report into {directory}: {os_reason(e)}') from None
 
 
-# What ``publish`` copies beside the runs' results.json, and so replaces in DEST.
+# What ``publish`` copies beside the runs' results.json.
 _STUDY_FILES = (studies.MANIFEST_FILE, 'grid.csv', 'comparison.csv')
+# DEST's record of what ``publish`` wrote there: the files a later publish replaces.
+PUBLISHED_FILE = 'published.json'
 
 
 def publish(directory: str, dest: str) -> Tuple[str, int, int]:
@@ -754,8 +756,10 @@ def publish(directory: str, dest: str) -> Tuple[str, int, int]:
   (no checkpoints, weights, metrics or logs), then writes ``dest``'s report from them.
 
   So ``dest`` is itself a grid (or compare) directory: ``tff-noisy report`` reads it and a
-  copy of it continues with ``--resume``, keeping those runs. What an earlier ``publish``
-  wrote in ``dest`` is replaced. Returns ``(report path, runs copied, runs planned)``.
+  copy of it continues with ``--resume``, keeping those runs. ``dest/published.json``
+  lists every file written there; a later ``publish`` removes those and only those, and
+  refuses a ``dest`` holding anything else (named, nothing removed). Returns ``(report
+  path, runs copied, runs planned)``.
   """
   layout = discover(directory)
   if layout.kind == 'run':
@@ -764,34 +768,70 @@ def publish(directory: str, dest: str) -> Tuple[str, int, int]:
   source, target = os.path.realpath(directory), os.path.realpath(dest)
   if os.path.commonpath([source, target]) in (source, target):
     raise ReportError(f'--publish: {dest} must be outside {directory} (and not contain it)')
-  trained = sorted(os.path.join(root, name) for root, dirs, names in os.walk(dest)
-                   for name in dirs + names if name in _RUN_OUTPUTS and name != _RESULTS)
-  if trained:
-    raise ReportError(f'--publish: {dest} holds the outputs of a run ({trained[0]}), which '
-                      'publishing would leave without their results: choose a folder of '
-                      'its own')
+  earlier = _earlier_publish(dest)
+  finished = [run for run in layout.runs if run.finished]
+  copies = [name for name in _STUDY_FILES if os.path.exists(os.path.join(directory, name))]
+  copies += [f'{run.path}/{_RESULTS}'.replace(os.sep, '/') for run in finished]
   try:
-    os.makedirs(dest, exist_ok=True)
-    for root, _, names in os.walk(dest, topdown=False):
-      for name in names:
-        if name == _RESULTS or (root == dest and (
-            name == REPORT_FILE or name in _STUDY_FILES
-            or (name.startswith('report-') and name.endswith('.png')))):
-          os.remove(os.path.join(root, name))
-      if root != dest and not os.listdir(root):
-        os.rmdir(root)
-    for name in _STUDY_FILES:
-      if os.path.exists(os.path.join(directory, name)):
-        shutil.copyfile(os.path.join(directory, name), os.path.join(dest, name))
-    finished = [run for run in layout.runs if run.finished]
-    for run in finished:
-      os.makedirs(os.path.join(dest, run.path), exist_ok=True)
-      shutil.copyfile(os.path.join(directory, run.path, _RESULTS),
-                      os.path.join(dest, run.path, _RESULTS))
+    for name in earlier:
+      os.remove(os.path.join(dest, name))
+      _remove_empty_parents(dest, os.path.dirname(name))
+    _record_publish(dest, copies)  # First: a publish cut short is still replaced whole.
+    for name in copies:
+      with open(os.path.join(directory, name), 'rb') as f:
+        files.write_file(os.path.join(dest, name), f.read())
   except OSError as e:
-    raise ReportError(f'--publish: cannot write {dest}: {e.strerror or e}') from None
-  path, _ = write_report(dest)
+    raise ReportError(f'--publish: cannot write {dest}: {os_reason(e)}') from None
+  before = set(os.listdir(dest))
+  try:
+    path, _ = write_report(dest)
+  finally:  # The report and its figures, as far as they were written.
+    _record_publish(dest, copies + sorted(set(os.listdir(dest)) - before))
   return path, len(finished), len(layout.runs) + len(layout.missing)
+
+
+def _earlier_publish(dest: str) -> List[str]:
+  """The files in ``dest`` that its ``published.json`` lists; ReportError naming anything
+  else there (a folder of the user's, or one no ``publish`` wrote)."""
+  if not os.path.exists(dest):
+    return []
+  if not os.path.isdir(dest):
+    raise ReportError(f'--publish: {dest} is a file, not a directory')
+  present = []
+  for root, dirs, names in os.walk(dest):
+    links = [name for name in dirs if os.path.islink(os.path.join(root, name))]
+    for name in names + links:
+      present.append(os.path.relpath(os.path.join(root, name), dest).replace(os.sep, '/'))
+  record = os.path.join(dest, PUBLISHED_FILE)
+  listed = set()
+  if os.path.lexists(record):
+    try:
+      with open(record) as f:
+        listed = set(json.load(f)['files'])
+    except (OSError, ValueError, KeyError, TypeError):
+      raise ReportError(f'--publish: {record} cannot be read as the record of an earlier '
+                        '--publish; move it away or choose another DEST') from None
+  foreign = [name for name in sorted(present) if name not in listed | {PUBLISHED_FILE}]
+  if foreign:
+    shown = ', '.join(foreign[:5]) + (f', ... ({len(foreign)} in all)' if len(foreign) > 5
+                                      else '')
+    raise ReportError(f'--publish: {dest} holds files no earlier --publish wrote there '
+                      f'({shown}); move them away or choose another DEST (--publish '
+                      f'replaces only the files its {PUBLISHED_FILE} lists)')
+  return [name for name in present if name in listed]
+
+
+def _remove_empty_parents(dest: str, folder: str) -> None:
+  """Removes ``dest/folder`` and its parents below ``dest`` while they are empty."""
+  while folder and not os.listdir(os.path.join(dest, folder)):
+    os.rmdir(os.path.join(dest, folder))
+    folder = os.path.dirname(folder)
+
+
+def _record_publish(dest: str, names: List[str]) -> None:
+  """Writes ``dest/published.json``: the files ``publish`` wrote in ``dest``."""
+  files.write_file(os.path.join(dest, PUBLISHED_FILE),
+                   (json.dumps({'files': sorted(names)}, indent=1) + '\n').encode())
 
 
 def _write(layout: Layout) -> Tuple[str, List[str]]:
@@ -812,6 +852,5 @@ def _write(layout: Layout) -> Tuple[str, List[str]]:
   _data_section(w, layout)
   _runs_section(w, layout)
   path = os.path.join(directory, REPORT_FILE)
-  with open(path, 'w') as f:
-    f.write('\n'.join(w.lines).rstrip() + '\n')
+  files.write_file(path, ('\n'.join(w.lines).rstrip() + '\n').encode())
   return path, w.figures
