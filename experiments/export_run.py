@@ -20,26 +20,10 @@ TensorFlow is imported only when a model is exported, so the CLI stays quick.
 import os
 from typing import Optional
 
-import numpy as np
-
+from tff_noisy import files
 from tff_noisy.errors import PROG
 from tff_noisy.simulation import run_dir as run_dir_lib
 from tflite_export import options
-
-
-_AUDIO = ('mono 16 kHz waveform of {samples} samples, float32 in [-1, 1] '
-          '(16-bit PCM / 32768), zero-padded or cut to length; resample other '
-          'rates first (tff_noisy.data.keywords.resample_to_16k). The log-mel '
-          'front end is inside the model.')
-_IMAGE = ('image of shape {shape} (height, width, channels), float32 pixels '
-          'scaled to [0, 1] (8-bit / 255; scikit-learn digits 0..16 / 16).')
-
-
-def _preprocessing(input_shape) -> str:
-  """What an app does to raw audio or pixels before feeding the model."""
-  if len(input_shape) == 1:
-    return _AUDIO.format(samples=input_shape[0])
-  return _IMAGE.format(shape=tuple(input_shape))
 
 
 def export_run(run_dir: str, quantize: str = 'none',
@@ -63,39 +47,21 @@ def export_run(run_dir: str, quantize: str = 'none',
 
   Raises:
     FileNotFoundError: ``run_dir`` has no results.json or final_weights.npz.
-    UserError: final_weights.npz cannot be read.
+    UserError: final_weights.npz cannot be read; or (``OutputError``) a file cannot be
+      written: a full disk, a read-only file system.
     ValueError: options ``convert_keras`` refuses (checked before any work, before
       TensorFlow is imported).
   """
   options.check_options(quantize, representative_size, integer_io)
   # pylint: disable=g-import-not-at-top
   from tff_noisy.simulation import assembly
-  from tflite_export import convert
-  from tflite_export import sidecar
-  from tflite_export import verify as verify_lib
+  from tflite_export import export
   # pylint: enable=g-import-not-at-top
   results, _, data, model = assembly.load_finished_run(run_dir)
-  train_x = (np.concatenate([data.x[c] for c in data.client_ids])
-             if quantize == 'int8' else None)
-  tflite_bytes = convert.convert_keras(model, quantize, train_x,
-                                       representative_size, integer_io)
-  path = out or os.path.join(run_dir, f'model_{quantize}.tflite')
-  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  with open(path, 'wb') as f:
-    f.write(tflite_bytes)
-  sidecar_file = sidecar.write_sidecar(
-      path, class_names=data.class_names, input_shape=data.input_shape,
-      input_dtype='int8' if integer_io else 'float32',
-      preprocessing=_preprocessing(data.input_shape), quantize=quantize,
-      quantization_params=sidecar.quantization_params(tflite_bytes),
-      config_hash=results['data_hash'])
-  report = {'model': str(path), 'sidecar': str(sidecar_file),
-            'bytes': len(tflite_bytes), 'quantize': quantize,
-            'config_hash': results['data_hash']}
-  if verify:
-    report.update(
-        verify_lib.verify(model, tflite_bytes, data.x_test, data.y_test))
-  return report
+  return export.export_model(
+      model, data, out or os.path.join(run_dir, f'model_{quantize}.tflite'),
+      config_hash=results['data_hash'], quantize=quantize,
+      representative_size=representative_size, integer_io=integer_io, verify=verify)
 
 
 def client_setup(config, data):
@@ -126,6 +92,7 @@ def export_on_device(source: str, out: Optional[str] = None) -> dict:
   from tff_noisy import config as config_lib
   from tff_noisy.data import federated as federated_data
   from tff_noisy.simulation import assembly
+  from tflite_export import export
   from tflite_export import sidecar
   from tflite_export import training
   # pylint: enable=g-import-not-at-top
@@ -149,13 +116,11 @@ def export_on_device(source: str, out: Optional[str] = None) -> dict:
       weight_decay=config.fl.weight_decay)
   tflite_bytes = training.convert_training_module(module)
   path = out or default
-  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  with open(path, 'wb') as f:
-    f.write(tflite_bytes)
+  files.write_file(path, tflite_bytes)
   runtime = training.runtime_requirement(tflite_bytes)
   sidecar_file = sidecar.write_training_sidecar(
       path, tflite_bytes, class_names=data.class_names, input_shape=data.input_shape,
-      preprocessing=_preprocessing(data.input_shape), runtime=runtime,
+      preprocessing=export.preprocessing(data.input_shape), runtime=runtime,
       weights=[(training.weight_name(i), v.shape, v.dtype.name)
                for i, v in enumerate(module.all_variables)],
       client={'optimizer': config.fl.client_optimizer, 'lr': config.fl.client_lr,

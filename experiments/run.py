@@ -36,6 +36,7 @@ from typing import Optional
 from tff_noisy import catalog
 from tff_noisy import config as config_lib
 from tff_noisy import errors
+from tff_noisy import files
 from tff_noisy import methods
 from tff_noisy import reproduce
 from tff_noisy import validation
@@ -203,9 +204,9 @@ def _cmd_evaluate(args) -> None:
   run = assembly.load_finished_run(args.run_dir)
   scores = driver.evaluate(run.model, run.data.x_test, run.data.y_test)
   path = os.path.join(args.run_dir, 'evaluation.json')
-  with open(path, 'w') as f:
-    json.dump({'data_hash': run.results['data_hash'], 'method': run.results['method'],
-               'class_names': list(run.data.class_names), **scores}, f, indent=1)
+  files.write_file(path, json.dumps({
+      'data_hash': run.results['data_hash'], 'method': run.results['method'],
+      'class_names': list(run.data.class_names), **scores}, indent=1).encode())
   print(f"{run.results['method']}: test accuracy {scores['test_accuracy']:.4f}, "
         f"macro-F1 {scores['test_macro_f1']:.4f}")
   for name, accuracy in zip(run.data.class_names, scores['test_class_accuracy']):

@@ -1,4 +1,5 @@
-"""The JSON sidecar next to a .tflite model: labels, input, quantisation."""
+"""The JSON sidecar next to a .tflite model: labels, input, quantisation (written whole or
+not at all)."""
 
 import json
 import pathlib
@@ -6,6 +7,7 @@ import pathlib
 import numpy as np
 import tensorflow as tf
 
+from tff_noisy import files
 from tflite_export import options
 
 FORMAT_VERSION = 1
@@ -65,7 +67,7 @@ def write_sidecar(path, *, class_names, input_shape, input_dtype,
       'config_hash': config_hash,
   }
   out = sidecar_path(path)
-  out.write_text(json.dumps(sidecar, indent=2) + '\n')
+  files.write_file(str(out), (json.dumps(sidecar, indent=2) + '\n').encode())
   return out
 
 
@@ -114,5 +116,5 @@ def write_training_sidecar(path, tflite_bytes: bytes, *, class_names, input_shap
       'config_hash': config_hash,
   }
   out = sidecar_path(path)
-  out.write_text(json.dumps(sidecar, indent=2) + '\n')
+  files.write_file(str(out), (json.dumps(sidecar, indent=2) + '\n').encode())
   return out

@@ -1,5 +1,6 @@
 """Exporting a finished run (a fake digits/mlp one); the keyword audio model."""
 
+import errno
 import json
 import os
 import shutil
@@ -11,6 +12,7 @@ import tensorflow as tf
 from experiments import run as cli
 import models
 from tff_noisy import config as config_lib
+from tff_noisy import files
 from tff_noisy.data import federated
 from tff_noisy.data import keywords
 from tff_noisy.simulation import assembly
@@ -168,3 +170,39 @@ def test_evaluate_command_scores_the_final_model_per_class(run_dir, capsys):
     assert accuracy == np.mean(predicted[run.data.y_test == c] == c)
   assert saved['test_accuracy'] > 0.5  # Five epochs learn digits well above chance.
   assert f"test accuracy {saved['test_accuracy']:.4f}" in capsys.readouterr().out
+
+
+def _one_error_line(capsys, argv) -> str:
+  with pytest.raises(SystemExit) as exit_info:
+    cli.main(argv)
+  assert exit_info.value.code == 2
+  return capsys.readouterr().err.strip().splitlines()[-1]
+
+
+def test_a_full_disk_leaves_no_part_of_a_file_and_says_so(run_dir, tmp_path, monkeypatch,
+                                                           capsys):
+  """``export`` and ``evaluate`` write whole files or none: on a full disk the earlier
+  file (or none) is left, with one line saying the disk is full."""
+  def full(fd):
+    raise OSError(errno.ENOSPC, 'No space left on device')
+  (tmp_path / 'm.tflite').write_bytes(b'earlier')
+  monkeypatch.setattr(os, 'fsync', full)
+  for argv, path in ((['export', str(run_dir), '--out', str(tmp_path / 'm.tflite')],
+                      tmp_path / 'm.tflite'),
+                     (['evaluate', str(run_dir)], run_dir / 'evaluation.json')):
+    before = path.read_bytes() if path.exists() else None
+    assert _one_error_line(capsys, argv) == (
+        f'tff-noisy: error: cannot write {path}: No space left on device: the disk is full')
+    assert (path.read_bytes() if path.exists() else None) == before
+    assert not [name for name in os.listdir(path.parent) if name.startswith(f'.{path.name}')]
+  assert not (tmp_path / 'm.json').exists()
+
+
+def test_a_read_only_run_directory_is_one_line(run_dir, monkeypatch, capsys):
+  def read_only(path, content):
+    raise OSError(errno.EROFS, 'Read-only file system', path)
+  monkeypatch.setattr(files, 'write_atomically', read_only)
+  for argv, name in ((['export', str(run_dir)], 'model_none.tflite'),
+                     (['evaluate', str(run_dir)], 'evaluation.json')):
+    assert _one_error_line(capsys, argv) == (
+        f'tff-noisy: error: cannot write {run_dir / name}: Read-only file system')

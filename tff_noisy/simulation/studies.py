@@ -11,6 +11,7 @@ passed in, with each run's config already validated (``validation.Choices``).
 import copy
 import csv
 import dataclasses
+import io
 import json
 import os
 import sys
@@ -21,6 +22,7 @@ import numpy as np
 from tff_noisy import config as config_lib
 from tff_noisy import files
 from tff_noisy import methods
+from tff_noisy import reporting
 from tff_noisy import validation
 from tff_noisy.errors import UserError
 from tff_noisy.simulation import results as results_lib
@@ -179,10 +181,11 @@ def compare(config: config_lib.ExperimentConfig, names: list, out: str,
   else:
     loaded = run_all(planned)
     done = [(r.method, results_lib.Results.from_dict(loaded[r.path])) for r in planned]
-  with open(os.path.join(out, 'comparison.csv'), 'w', newline='') as f:
-    writer = csv.writer(f)
-    writer.writerow(['method', 'final_accuracy', 'last10_accuracy'])
-    writer.writerows((name, r.final_accuracy, r.last10_accuracy) for name, r in done)
+  table = io.StringIO(newline='')
+  writer = csv.writer(table)
+  writer.writerow(['method', 'final_accuracy', 'last10_accuracy'])
+  writer.writerows((name, r.final_accuracy, r.last10_accuracy) for name, r in done)
+  files.write_file(os.path.join(out, 'comparison.csv'), table.getvalue().encode())
   _plot({name: [(e['round'], e['test_accuracy']) for e in r.evaluated] for name, r in done},
         os.path.join(out, 'comparison.png'))
   return done
@@ -257,30 +260,29 @@ def _write_grid(out: str, seeds: list, names: list, settings: List[Setting],
                 scores: dict) -> str:
   """Writes grid.csv and grid.md (mean and std over seeds); returns the markdown table."""
   lines = ['| setting | ' + ' | '.join(names) + ' |', '|---|' + '---|' * len(names)]
-  with open(os.path.join(out, 'grid.csv'), 'w', newline='') as f:
-    writer = csv.writer(f)
-    writer.writerow(['setting', 'method', 'seeds', 'final_mean', 'final_std', 'last10_mean',
-                     'last10_std'])
-    for setting in settings:
-      cells = []
-      for name in names:
-        values = np.array(scores[(setting.name, name)])
-        mean, std = values.mean(axis=0), values.std(axis=0)
-        writer.writerow([setting.label, name, len(values), mean[0], std[0], mean[1], std[1]])
-        cells.append(f'{100 * mean[0]:.2f} ± {100 * std[0]:.2f} / '
-                     f'{100 * mean[1]:.2f} ± {100 * std[1]:.2f}')
-      lines.append(f'| {setting.label or "(config)"} | ' + ' | '.join(cells) + ' |')
+  rows = io.StringIO(newline='')
+  writer = csv.writer(rows)
+  writer.writerow(['setting', 'method', 'seeds', 'final_mean', 'final_std', 'last10_mean',
+                   'last10_std'])
+  for setting in settings:
+    cells = []
+    for name in names:
+      values = np.array(scores[(setting.name, name)])
+      mean, std = values.mean(axis=0), values.std(axis=0)
+      writer.writerow([setting.label, name, len(values), mean[0], std[0], mean[1], std[1]])
+      cells.append(f'{100 * mean[0]:.2f} ± {100 * std[0]:.2f} / '
+                   f'{100 * mean[1]:.2f} ± {100 * std[1]:.2f}')
+    lines.append(f'| {setting.label or "(config)"} | ' + ' | '.join(cells) + ' |')
   table = '\n'.join(lines)
-  with open(os.path.join(out, 'grid.md'), 'w') as f:
-    f.write(f'Test accuracy (%), final / mean of the last 10 rounds, mean ± std over '
-            f'seeds {",".join(str(s) for s in seeds)}\n\n{table}\n')
+  files.write_file(os.path.join(out, 'grid.csv'), rows.getvalue().encode())
+  files.write_file(os.path.join(out, 'grid.md'), (
+      f'Test accuracy (%), final / mean of the last 10 rounds, mean ± std over '
+      f'seeds {",".join(str(s) for s in seeds)}\n\n{table}\n').encode())
   return table
 
 
 def _plot(curves, path) -> None:
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use('Agg')
-  from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
+  plt = reporting.pyplot()
   fig, ax = plt.subplots(figsize=(6, 4))
   for name, points in curves.items():
     ax.plot([p[0] for p in points], [p[1] for p in points], label=name)
@@ -288,6 +290,4 @@ def _plot(curves, path) -> None:
   ax.set_ylabel('test accuracy')
   ax.legend()
   ax.grid(alpha=0.3)
-  fig.tight_layout()
-  fig.savefig(path, dpi=100)
-  plt.close(fig)
+  reporting.save(fig, path)
