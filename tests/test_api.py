@@ -1,5 +1,6 @@
 """The public API (``tff_noisy``): its arguments checked at the edge, one line naming the
 argument; its process equal to the run the command line makes of the same config."""
+import json
 import os
 import subprocess
 import sys
@@ -327,3 +328,45 @@ def test_a_run_in_out_is_resumed_or_overwritten_as_on_the_command_line(tmp_path)
                            out=str(out), overwrite=True)
   assert results_lib.load(str(out))['config']['seed'] == 1
   assert replaced.rounds[-1]['round'] == 2
+
+
+def test_a_run_on_data_given_in_python_exports_to_tflite(tmp_path):
+  """``tff_noisy.export``: the final model of a run on the user's data and model, from its
+  ``Results`` or its ``out=`` directory, as TFLite with its sidecar, quantised and
+  verified against the Keras model; the data is checked to be the run's."""
+  config = {'fl': {'rounds': 2, 'client_runtime': 'tf'},
+            'noise': {'name': 'symmetric', 'rate': 0.4}}
+  data = _data()
+  results = tff_noisy.run(config, data=data, model_fn=_model_fn, out=str(tmp_path / 'run'))
+  model = _model_fn()
+  model.set_weights(results.final_weights)
+  keras_accuracy = np.mean(np.argmax(model(data.x_test), -1) == data.y_test)
+  report = tff_noisy.export(results, str(tmp_path / 'm.tflite'), data=data,
+                            model_fn=_model_fn, verify=True)
+  assert report['model'] == str(tmp_path / 'm.tflite')
+  assert os.path.getsize(tmp_path / 'm.tflite') == report['bytes']
+  assert report['keras_accuracy'] == keras_accuracy and report['agreement'] == 1.0
+  assert report['n'] == len(data.y_test) and report['config_hash'] == results.data_hash
+  sidecar = json.loads((tmp_path / 'm.json').read_text())
+  assert sidecar['config_hash'] == results.data_hash and sidecar['input_shape'] == [6]
+  assert sidecar['class_names'] == ['0', '1', '2'] and sidecar['quantize'] == 'none'
+  int8 = tff_noisy.export(str(tmp_path / 'run'), tmp_path / 'q' / 'm8.tflite', data=data,
+                          model_fn=_model_fn, quantize='int8', representative_size=20,
+                          integer_io=True, verify=True)
+  assert int8['quantize'] == 'int8' and int8['agreement'] >= 0.8
+  assert json.loads((tmp_path / 'q' / 'm8.json').read_text())['input_dtype'] == 'int8'
+  with pytest.raises(ValueError, match=r'data: this run trained on data given in Python '
+                                       r'\(data.dataset custom\); pass the same data='):
+    tff_noisy.export(results, str(tmp_path / 'x.tflite'), model_fn=_model_fn)
+  with pytest.raises(ValueError, match=r'model_fn: this run trained on a model given in '
+                                       r'Python \(model.name custom\)'):
+    tff_noisy.export(results, str(tmp_path / 'x.tflite'), data=data)
+  other = tff_noisy.federated_data(_clients(seed=5), test=(data.x_test, data.y_test))
+  with pytest.raises(ValueError, match='data: not the data this run trained on'):
+    tff_noisy.export(results, str(tmp_path / 'x.tflite'), data=other, model_fn=_model_fn)
+  with pytest.raises(ValueError, match='allowed: none, float16, dynamic, int8'):
+    tff_noisy.export(results, str(tmp_path / 'x.tflite'), data=data, model_fn=_model_fn,
+                     quantize='int4')
+  with pytest.raises(TypeError, match='results: expected the Results'):
+    tff_noisy.export(results.to_dict(), str(tmp_path / 'x.tflite'))
+  assert not (tmp_path / 'x.tflite').exists()

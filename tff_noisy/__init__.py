@@ -28,6 +28,7 @@ _API = {
     'RoundOutput': 'tff_noisy.api',
     'run': 'tff_noisy.api',
     'compare': 'tff_noisy.api',
+    'export': 'tff_noisy.api',
     'load_config': 'tff_noisy.api',
     'Results': 'tff_noisy.simulation.results',
     'ExperimentConfig': 'tff_noisy.config',

@@ -7,6 +7,8 @@
   per-client state held in the process state;
 - ``run`` / ``compare``: whole runs from a config (a YAML path, a mapping or an
   ``ExperimentConfig``), returning the ``Results`` that ``results.json`` holds;
+- ``export``: a run's final model as a TFLite file with its sidecar (``tff-noisy
+  export``), also for a run on data and a model given in Python;
 - ``tff_noisy.aggregators``: the server rules as ``tff.aggregators`` factories.
 
 Every argument is checked here, before TensorFlow Federated sees it: a wrong one is a
@@ -201,6 +203,79 @@ def compare(config: ConfigLike, method_names: Sequence[str], *,
   with run_dir.claim(out, resume=resume, overwrite=overwrite, flags=run_dir.PYTHON):
     return dict(studies.compare(config, list(method_names), out, run_one,
                                 data=data, model_fn=model_fn))
+
+
+def export(results, path: str, *, data: Optional[FederatedData] = None,
+           model_fn: Optional[Callable] = None, quantize: str = 'none',
+           representative_size: int = 200, integer_io: bool = False,
+           verify: bool = False) -> dict:
+  """Writes a run's final model as the TFLite file ``path`` with its JSON sidecar (the
+  same name, ``.json``), as ``tff-noisy export`` does; returns what it wrote.
+
+  ``results``: the ``Results`` that ``run`` or ``compare`` returned, or the ``out=``
+  directory of a finished run. ``data``, ``model_fn``: the ones the run trained on when
+  they were given in Python (the data is checked against the run's ``data_hash``); a
+  run of a registered dataset and model rebuilds them from its config. ``quantize``:
+  ``none``, ``float16``, ``dynamic`` or ``int8`` (calibrated on ``representative_size``
+  of the clients' training inputs; ``integer_io``: int8 input and output tensors).
+  ``verify``: also runs Keras and TFLite on the test split.
+
+  Returns ``model``, ``sidecar``, ``bytes``, ``quantize``, ``config_hash`` and, with
+  ``verify``, ``agreement`` (top-1, TFLite against Keras), ``keras_accuracy``,
+  ``tflite_accuracy`` and ``n``.
+  """
+  from tflite_export import options  # pylint: disable=import-outside-toplevel
+  from tff_noisy.simulation import results as results_lib  # pylint: disable=import-outside-toplevel
+  if isinstance(results, (str, os.PathLike)):
+    directory = os.fspath(results)
+    results = results_lib.Results.from_dict(results_lib.load(directory))
+    results.final_weights = results_lib.load_final_weights(directory)
+  elif not isinstance(results, results_lib.Results):
+    raise TypeError('results: expected the Results that run() or compare() returned, or a '
+                    f'finished run directory, got {type(results).__name__}')
+  if results.final_weights is None:
+    raise ValueError('results: holds no final_weights (the Results that run() or compare() '
+                     'return hold them)')
+  if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
+    raise TypeError(f'path: expected the .tflite file to write, got {path!r}')
+  options.check_options(quantize, representative_size, integer_io)
+  config = config_lib.from_dict(results.config)
+  for name, given, what, section, custom_name in (
+      ('data', data, 'data', 'data.dataset', CUSTOM),
+      ('model_fn', model_fn, 'a model', 'model.name', validation.CUSTOM_MODEL)):
+    recorded = config.data.dataset if name == 'data' else config.model.name
+    if recorded == custom_name and given is None:
+      raise ValueError(f'{name}: this run trained on {what} given in Python ({section} '
+                       f'{custom_name}); pass the same {name}=')
+    if recorded != custom_name and given is not None:
+      raise ValueError(f'{name}: this run trained on {section} {recorded}, rebuilt from '
+                       f'its config; leave {name} unset')
+  if data is not None and not isinstance(data, FederatedData):
+    raise TypeError('data: expected tff_noisy.federated_data(...), got '
+                    f'{type(data).__name__}')
+  if verify and data is not None and not len(data.y_test):
+    raise ValueError('verify: data has no test split (federated_data(..., test=(x, y)))')
+  # pylint: disable=import-outside-toplevel
+  from tff_noisy.data import federated as federated_lib
+  from tff_noisy.simulation import assembly
+  from tflite_export import export as export_lib
+  # pylint: enable=import-outside-toplevel
+  if data is None:
+    data = federated_lib.build_federated_data(config)
+  else:
+    data = custom.with_noise(data, config.noise, config.seed)  # As the run trained on it.
+    if data.config_hash != results.data_hash:
+      raise ValueError(f'data: not the data this run trained on (data_hash '
+                       f'{data.config_hash}, the run\'s {results.data_hash})')
+  model = assembly.make_model_fn(config, data.input_shape, data.num_classes, model_fn)()
+  shapes = [tuple(w.shape) for w in model.get_weights()]
+  if [tuple(w.shape) for w in results.final_weights] != shapes:
+    raise ValueError(f'results: its {len(results.final_weights)} final weight arrays do not '
+                     f"fit the model ({len(shapes)} arrays of shapes {shapes})")
+  model.set_weights(results.final_weights)
+  return export_lib.export_model(
+      model, data, os.fspath(path), config_hash=results.data_hash, quantize=quantize,
+      representative_size=representative_size, integer_io=integer_io, verify=verify)
 
 
 class RoundOutput(NamedTuple):
