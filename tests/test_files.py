@@ -1,10 +1,13 @@
-"""Files the project writes get the mode the umask gives an ordinary file or folder."""
+"""Files the project writes: whole or not at all, with the mode the umask gives an ordinary
+file or folder."""
+import errno
 import os
 import stat
 
 import pytest
 
 from tff_noisy import files
+from tff_noisy.errors import OutputError
 
 
 @pytest.mark.parametrize('mask', [0o022, 0o002, 0o077])
@@ -31,3 +34,19 @@ def test_portable_paths_name_no_directory_outside_the_repository(tmp_path):
   assert files.portable_overrides(
       ['data.cache_dir=/tmp/bcache', 'fl.rounds=10', f'data.data_dir={root}/data'],
       str(root)) == ['data.cache_dir=bcache', 'fl.rounds=10', 'data.data_dir=data']
+
+
+def test_a_file_written_for_a_person_is_whole_or_not_there_with_one_line(tmp_path,
+                                                                          monkeypatch):
+  path = tmp_path / 'new' / 'evaluation.json'
+  files.write_file(str(path), b'{"a": 1}')  # Its folder is created.
+  assert path.read_bytes() == b'{"a": 1}'
+
+  def full(fd):
+    raise OSError(errno.ENOSPC, 'No space left on device')
+  monkeypatch.setattr(os, 'fsync', full)
+  with pytest.raises(OutputError) as error:
+    files.write_file(str(path), b'{"a": 2}')
+  assert str(error.value) == (f'cannot write {path}: No space left on device: the disk is '
+                              'full')
+  assert path.read_bytes() == b'{"a": 1}' and os.listdir(path.parent) == [path.name]

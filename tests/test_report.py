@@ -5,6 +5,7 @@ the real results.json and metrics.csv format; the tests check report.md against 
 computed here from those files, and that the figures are non-empty PNGs.
 """
 import csv
+import errno
 import json
 import os
 import re
@@ -17,6 +18,7 @@ import numpy as np
 import pytest
 
 from tff_noisy import config as config_lib
+from tff_noisy import errors
 from tff_noisy.reporting import report
 from tff_noisy.simulation import results as results_lib
 from tff_noisy.simulation import run_dir
@@ -386,6 +388,29 @@ def test_publish_copies_the_finished_runs_results_and_reports_them_alone(tmp_pat
                                                r'\(default/seed0/fedavg/metrics.csv, '):
     report.publish(str(out), str(other))
   assert (other / 'default' / 'seed0' / 'fedavg' / 'results.json').exists()
+
+
+def test_publish_on_a_full_disk_leaves_no_part_written_file(tmp_path, monkeypatch, capsys):
+  """Every file ``--publish`` writes is whole or not there: a full disk is one line and a
+  publish after it, with room again, writes DEST whole."""
+  out, dest = tmp_path / 'grid', tmp_path / 'published'
+  _write_grid(out)
+
+  def full(fd):
+    raise OSError(errno.ENOSPC, 'No space left on device')
+  with monkeypatch.context() as patch:
+    patch.setattr(os, 'fsync', full)
+    with pytest.raises(SystemExit):
+      cli.main(['report', str(out), '--publish', str(dest)])
+    (line,) = capsys.readouterr().err.splitlines()
+    assert re.fullmatch(f'tff-noisy: error: cannot write {re.escape(str(out))}/report-\\S+'
+                        r'\.png: No space left on device: the disk is full', line), line
+    assert not [name for name in os.listdir(out) if name.startswith(('report', '.report'))]
+    with pytest.raises(errors.OutputError, match='disk is full'):
+      report.publish(str(out), str(dest))
+  assert [name for _, _, names in os.walk(dest) for name in names] == []
+  report.publish(str(out), str(dest))
+  assert (dest / 'grid.csv').read_bytes() == (out / 'grid.csv').read_bytes()
 
 
 def test_methods_are_reported_in_the_order_the_study_gave_them(tmp_path):

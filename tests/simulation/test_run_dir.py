@@ -1,4 +1,5 @@
 """Output directories: no mixing with an earlier run, one writer at a time."""
+import errno
 import os
 import signal
 import subprocess
@@ -166,3 +167,27 @@ def test_a_run_that_fails_before_writing_leaves_no_out_it_created(tmp_path):
           (out / 'tb').mkdir()
         raise ValueError('early failure')
     assert out.exists() == kept
+
+
+def test_an_out_on_a_read_only_file_system_is_refused_in_one_line(tmp_path, monkeypatch,
+                                                                   capsys):
+  """An existing ``--out`` the run cannot write into (a read-only file system; root
+  ignores permission bits, so the file system's refusal is simulated): one line, exit 2."""
+  from experiments import run as cli  # pylint: disable=g-import-not-at-top
+  real_open = os.open
+
+  def read_only(path, flags, *args, **kwargs):
+    if flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT):
+      raise OSError(errno.EROFS, 'Read-only file system', path)
+    return real_open(path, flags, *args, **kwargs)
+
+  monkeypatch.setattr(os, 'open', read_only)
+  config = os.path.join(os.path.dirname(__file__), '..', '..', 'experiments', 'configs',
+                        'demo.yaml')
+  for flags in ([], ['--resume']):
+    with pytest.raises(SystemExit) as exit_info:
+      cli.main(['run', config, '--out', str(tmp_path), *flags])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f'tff-noisy: error: --out: cannot write into {tmp_path}: Read-only file system']
+  assert os.listdir(tmp_path) == []
