@@ -350,6 +350,7 @@ def test_a_run_on_data_given_in_python_exports_to_tflite(tmp_path):
   sidecar = json.loads((tmp_path / 'm.json').read_text())
   assert sidecar['config_hash'] == results.data_hash and sidecar['input_shape'] == [6]
   assert sidecar['class_names'] == ['0', '1', '2'] and sidecar['quantize'] == 'none'
+  assert sidecar['preprocessing'].startswith('float32 inputs of shape (6,) per example')
   int8 = tff_noisy.export(str(tmp_path / 'run'), tmp_path / 'q' / 'm8.tflite', data=data,
                           model_fn=_model_fn, quantize='int8', representative_size=20,
                           integer_io=True, verify=True)

@@ -13,7 +13,7 @@ _PAGE = os.path.join(os.path.dirname(__file__), '..', 'docs', 'python-api.md')
 def test_the_python_api_page_runs_as_written(tmp_path):
   with open(_PAGE) as f:
     code = '\n'.join(re.findall(r'```python\n(.*?)```', f.read(), re.S))
-  assert 'tff_noisy.build(' in code and 'tff_noisy.compare(' in code
+  assert all(f'tff_noisy.{name}(' in code for name in ('build', 'compare', 'export'))
   script = tmp_path / 'page.py'
   script.write_text(code)
   env = dict(os.environ, TFF_NOISY_CACHE=str(tmp_path / 'cache'), TF_CPP_MIN_LOG_LEVEL='2')
@@ -28,3 +28,6 @@ def test_the_python_api_page_runs_as_written(tmp_path):
   assert re.search(r"flagged as noisy \[.*\] scored against the truth: \{'flagged'", out)
   assert out.count('Factory ') == 7  # Each aggregator inside build_weighted_fed_avg.
   assert 'my_mlp' in out
+  assert re.search(r'maskedoptim.tflite: [0-9,]+ bytes, top-1 agreement with Keras [01]\.\d+',
+                   out)
+  assert (tmp_path / 'maskedoptim.json').exists()

@@ -260,6 +260,7 @@ def export(results, path: str, *, data: Optional[FederatedData] = None,
   from tff_noisy.simulation import assembly
   from tflite_export import export as export_lib
   # pylint: enable=import-outside-toplevel
+  given_in_python = data is not None
   if data is None:
     data = federated_lib.build_federated_data(config)
   else:
@@ -275,7 +276,8 @@ def export(results, path: str, *, data: Optional[FederatedData] = None,
   model.set_weights(results.final_weights)
   return export_lib.export_model(
       model, data, os.fspath(path), config_hash=results.data_hash, quantize=quantize,
-      representative_size=representative_size, integer_io=integer_io, verify=verify)
+      representative_size=representative_size, integer_io=integer_io, verify=verify,
+      given_in_python=given_in_python)
 
 
 class RoundOutput(NamedTuple):

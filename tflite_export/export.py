@@ -19,10 +19,15 @@ _AUDIO = ('mono 16 kHz waveform of {samples} samples, float32 in [-1, 1] '
           'front end is inside the model.')
 _IMAGE = ('image of shape {shape} (height, width, channels), float32 pixels '
           'scaled to [0, 1] (8-bit / 255; scikit-learn digits 0..16 / 16).')
+_GIVEN = ('float32 inputs of shape {shape} per example, prepared as those the model '
+          'trained on (given in Python to tff_noisy.federated_data).')
 
 
-def preprocessing(input_shape) -> str:
-  """What an app does to raw audio or pixels before feeding the model."""
+def preprocessing(input_shape, given_in_python: bool = False) -> str:
+  """What an app does to raw audio or pixels before feeding the model; for data given in
+  Python, what the user did to theirs."""
+  if given_in_python:
+    return _GIVEN.format(shape=tuple(input_shape))
   if len(input_shape) == 1:
     return _AUDIO.format(samples=input_shape[0])
   return _IMAGE.format(shape=tuple(input_shape))
@@ -30,7 +35,8 @@ def preprocessing(input_shape) -> str:
 
 def export_model(model: tf.keras.Model, data: FederatedData, path: str, *,
                  config_hash: str, quantize: str = 'none', representative_size: int = 200,
-                 integer_io: bool = False, verify: bool = False) -> dict:
+                 integer_io: bool = False, verify: bool = False,
+                 given_in_python: bool = False) -> dict:
   """Writes ``model`` (trained on ``data``) as the .tflite file ``path`` and its sidecar
   beside it (``sidecar.sidecar_path``); returns a report.
 
@@ -43,6 +49,7 @@ def export_model(model: tf.keras.Model, data: FederatedData, path: str, *,
     config_hash: the run's ``data_hash``, recorded in the sidecar.
     quantize, representative_size, integer_io: ``convert.convert_keras``'s options.
     verify: also run both models on the test split.
+    given_in_python: ``data`` was given in Python (the sidecar's preprocessing says so).
 
   Returns:
     ``model``, ``sidecar``, ``bytes``, ``quantize``, ``config_hash`` and, with
@@ -60,7 +67,7 @@ def export_model(model: tf.keras.Model, data: FederatedData, path: str, *,
   sidecar_file = sidecar.write_sidecar(
       path, class_names=data.class_names, input_shape=data.input_shape,
       input_dtype='int8' if integer_io else 'float32',
-      preprocessing=preprocessing(data.input_shape), quantize=quantize,
+      preprocessing=preprocessing(data.input_shape, given_in_python), quantize=quantize,
       quantization_params=sidecar.quantization_params(tflite_bytes),
       config_hash=config_hash)
   report = {'model': str(path), 'sidecar': str(sidecar_file), 'bytes': len(tflite_bytes),
