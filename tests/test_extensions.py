@@ -199,6 +199,13 @@ def test_a_module_that_cannot_be_imported_is_one_line_naming_the_key(capfd, site
   assert _fails(capfd, ['list', '--import', taken]).startswith(
       f"--import: cannot import module '{taken}': ValueError: name: method 'fedprox' is "
       'registered already (')
+  config = _config(tmp_path / 'e.yaml')
+  for command in (['run', config, '--out', out], ['data', 'build', config],
+                  ['compare', config, '--methods', 'fedavg', '--out', out],
+                  ['grid', config, '--methods', 'fedavg', '--out', out],
+                  ['reproduce', 'fedds', '--out', out], ['list'], ['report', out]):
+    assert _fails(capfd, command + ['--import', 'ext_missing']).startswith(
+        "--import: cannot import module 'ext_missing'"), command
   assert not os.path.exists(out)  # Refused before any work.
 
 
