@@ -21,7 +21,10 @@
   tff-noisy doctor   (the GPU route: CUDA libraries, driver, GPUs, advice)
 
 --verbose (before or after the command) shows TensorFlow's start-up log and library
-warnings, which are hidden by default.
+warnings, which are hidden by default. --import MODULE (repeatable; run, compare, grid,
+data build, reproduce, list, report) imports a module of your own first, which registers
+its methods (models, aggregators), and adds it to the config's imports; such modules are
+found on the Python path and in the current directory.
 """
 
 import argparse
@@ -36,6 +39,7 @@ from typing import Optional
 from tff_noisy import catalog
 from tff_noisy import config as config_lib
 from tff_noisy import errors
+from tff_noisy import extensions
 from tff_noisy import files
 from tff_noisy import methods
 from tff_noisy import reproduce
@@ -76,7 +80,7 @@ def _quiet_libraries(verbose: bool) -> None:
 def _load(args) -> tuple:
   """``(config, validation.Choices)``: the config file with ``--set`` applied, validated
   whole before anything heavy loads."""
-  config = config_lib.load(args.config, args.set)
+  config = config_lib.load(args.config, args.set, args.imports)
   return config, validation.validate_experiment(config)
 
 
@@ -118,7 +122,7 @@ def _method_names(methods: str) -> list:
 
 
 def _cmd_compare(args) -> None:
-  config = config_lib.load(args.config, args.set)
+  config = config_lib.load(args.config, args.set, args.imports)
   names = _method_names(args.methods)
   run_all = _runs_in_processes(args, 'compare')
   with run_dir.claim(args.out, resume=args.resume, overwrite=args.overwrite):
@@ -158,7 +162,7 @@ def _cmd_grid(args) -> None:
                          args.out,
                          lambda config, out, choices: _run(config, out, args, choices),
                          run_all=run_all, keep_finished=args.resume,
-                         on_workers=bool(args.workers))
+                         on_workers=bool(args.workers), imports=args.imports)
   print(table)
 
 
@@ -231,7 +235,8 @@ def _cmd_reproduce(args) -> None:
                  args.out, lambda config, out, choices: _run(config, out, args, choices),
                  paper=table.study(args.scale, args.set, plan.methods),
                  method_overrides=plan.method_overrides, run_all=run_all,
-                 keep_finished=args.resume, on_workers=bool(args.workers))
+                 keep_finished=args.resume, on_workers=bool(args.workers),
+                 imports=args.imports)
   path, figures = report.write_report(args.out)
   print(f'{table.paper} {table.cite} at scale {args.scale}: wrote {path} and '
         f'{len(figures)} figure(s)')
@@ -273,11 +278,17 @@ def _parser() -> argparse.ArgumentParser:
                    formatter_class=argparse.RawDescriptionHelpFormatter)
   sub = parser.add_subparsers(dest='command', required=True)
 
+  def with_imports(p):
+    p.add_argument('--import', dest='imports', action='append', default=[],
+                   metavar='MODULE', help='import this module of your own first (it '
+                   "registers its methods) and add it to the config's imports; repeat")
+    return p
+
   def with_config(p):
     p.add_argument('config', help='experiment YAML (see experiments/configs/)')
     p.add_argument('--set', action='append', default=[], metavar='KEY=VALUE',
                    help='override a config value, e.g. --set fl.rounds=20')
-    return p
+    return with_imports(p)
 
   def with_out(p, resume_help):
     p.add_argument('--out', required=True, help='output directory')
@@ -335,7 +346,8 @@ def _parser() -> argparse.ArgumentParser:
                       help='most clients trained at once (default: no limit)')
   worker.set_defaults(func=_cmd_worker)
 
-  listing = sub.add_parser('list', help='the choices a config can name, with parameters')
+  listing = with_imports(sub.add_parser('list', help='the choices a config can name, with '
+                                       'parameters'))
   listing.add_argument('section', nargs='?', metavar='SECTION',
                        help=f"one of {', '.join(catalog.SECTIONS)} (default: all), or "
                        f'{catalog.CONFIG}: every config field with its default')
@@ -348,8 +360,8 @@ def _parser() -> argparse.ArgumentParser:
   evaluating.add_argument('run_dir', metavar='RUN_DIR', help='--out directory of a finished run')
   evaluating.set_defaults(func=_cmd_evaluate)
 
-  reproducing = sub.add_parser('reproduce', help="a paper's table run as a grid, reported "
-                               "beside the paper's numbers")
+  reproducing = with_imports(sub.add_parser('reproduce', help="a paper's table run as a "
+                                            "grid, reported beside the paper's numbers"))
   reproducing.add_argument('paper', nargs='?', metavar='PAPER',
                            help='a paper of experiments/protocols/ (see --list)')
   reproducing.add_argument('--list', action='store_true',
@@ -376,8 +388,8 @@ def _parser() -> argparse.ArgumentParser:
   with_jobs(reproducing)
   reproducing.set_defaults(func=_cmd_reproduce, workers=None)
 
-  reporting = sub.add_parser('report', help='report.md with figures of a run, compare or '
-                             'grid directory')
+  reporting = with_imports(sub.add_parser('report', help='report.md with figures of a run, '
+                                          'compare or grid directory'))
   reporting.add_argument('dir', metavar='DIR',
                          help='a directory written by tff-noisy run, compare or grid')
   reporting.add_argument('--publish', metavar='DEST',
@@ -424,6 +436,9 @@ def main(argv=None) -> None:
   try:
     if getattr(args, 'workers', None) is not None:
       args.workers = workers.parse_workers(args.workers)  # Before any work.
+    if os.getcwd() not in sys.path and '' not in sys.path:  # The user's modules (--import).
+      sys.path.append(os.getcwd())
+    extensions.import_modules(getattr(args, 'imports', []), '--import')
     args.func(args)
   except _Terminated:
     _exit(143, f'terminated (SIGTERM){hint}')

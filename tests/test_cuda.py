@@ -37,24 +37,54 @@ def _in_a_new_process(site, code):
 
 
 @pytest.mark.skipif(not sys.platform.startswith('linux'), reason='/proc/self/maps is Linux')
-def test_import_loads_the_packages_libraries_by_path(tmp_path):
+def test_the_libraries_load_by_path_at_the_first_tensorflow_import_not_at_ours(tmp_path):
   if subprocess.run(['which', 'cc'], capture_output=True, check=False).returncode:
     pytest.skip('no C compiler to build a stand-in library')
   _fake_package(tmp_path, 'cuda_runtime', 'libcudart.so.11.0')
   _fake_package(tmp_path, 'cudnn', 'libcudnn.so.8')
+  # A stand-in TensorFlow, first on the path: it notes whether preload ran before it.
+  (tmp_path / 'tensorflow').mkdir()
+  (tmp_path / 'tensorflow' / '__init__.py').write_text(
+      'from tff_noisy import cuda\nPRELOADED_BEFORE = cuda._done is not None\n')
   done = _in_a_new_process(tmp_path, '''
+      import ctypes
       import sys
+      opened = []  # Every library dlopened through ctypes, the CUDA driver's included.
+      real_cdll = ctypes.CDLL
+      ctypes.CDLL = lambda name, *args, **kwargs: (opened.append(name),
+                                                   real_cdll(name, *args, **kwargs))[1]
       import tff_noisy
+      import tff_noisy.methods
+      import experiments.run  # The command line's modules too.
       from tff_noisy import cuda
       assert 'tensorflow' not in sys.modules
-      found = cuda.preload()
-      print([p.rsplit('/', 1)[-1] for p in found.libraries])
+      print(cuda._done, opened, cuda.loaded_cuda_libraries())
+      import tensorflow
+      print(tensorflow.PRELOADED_BEFORE, [p.rsplit('/', 1)[-1] for p in cuda._done.libraries])
       print(sorted(p.rsplit('/', 1)[-1] for p in cuda.loaded_cuda_libraries()))
+      print('libcuda.so.1' in opened)
   ''')
   assert done.returncode == 0, done.stderr
-  loaded, mapped = done.stdout.strip().splitlines()
-  assert loaded == "['libcudart.so.11.0', 'libcudnn.so.8']"  # The runtime first.
+  imported, preloaded, mapped, driver_asked = done.stdout.strip().splitlines()
+  assert imported == 'None [] []'  # import tff_noisy: no library loaded, no driver call.
+  assert preloaded == "True ['libcudart.so.11.0', 'libcudnn.so.8']"  # The runtime first.
   assert mapped == "['libcudart.so.11.0', 'libcudnn.so.8']"
+  assert driver_asked == 'True'  # The driver's GPUs (cuInit), once TensorFlow is imported.
+
+
+def test_preload_runs_at_once_when_tensorflow_is_loaded_already(tmp_path):
+  (tmp_path / 'tensorflow').mkdir()
+  (tmp_path / 'tensorflow' / '__init__.py').write_text('')
+  done = _in_a_new_process(tmp_path, '''
+      import sys
+      import tensorflow
+      import tff_noisy
+      from tff_noisy import cuda
+      print(cuda._done is not None, any(isinstance(f, cuda._BeforeTensorFlow)
+                                        for f in sys.meta_path))
+  ''')
+  assert done.returncode == 0, done.stderr
+  assert done.stdout.split() == ['True', 'False']
 
 
 def test_a_gpu_without_native_kernels_gets_a_persistent_kernel_cache(tmp_path, monkeypatch):

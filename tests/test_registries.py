@@ -65,8 +65,9 @@ def test_an_unknown_name_is_one_line_naming_the_field_and_every_name(field):
   with pytest.raises(ConfigError) as error:
     choices.lookup(first + 'x')
   message = str(error.value)
+  hint = f' ({choices.unknown_hint})' if choices.unknown_hint else ''  # Methods': imports.
   assert message == (f"{field}: unknown {choices.kind} '{first}x'; did you mean "
-                     f"'{first}'? Allowed: {', '.join(choices)}")
+                     f"'{first}'? Allowed: {', '.join(choices)}{hint}")
   with pytest.raises(ConfigError, match=f"^{field}: unknown {choices.kind} 'zzzzzz' Allowed: "):
     choices.lookup('zzzzzz')
   assert choices.lookup(first) is choices[first]

@@ -14,7 +14,8 @@ import importlib
 from tff_noisy import cuda as _cuda
 
 __version__ = "0.1.0"
-_cuda.preload()  # The nvidia-* wheels' CUDA libraries, before TensorFlow loads them.
+# The nvidia-* wheels' CUDA libraries, loaded at the first `import tensorflow`, before it.
+_cuda.preload_before_tensorflow()
 
 # Public name -> the module that defines it.
 _API = {

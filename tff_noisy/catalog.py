@@ -183,7 +183,17 @@ def reference_markdown() -> str:
       f'`.venv/bin/tff-noisy list --markdown > {REFERENCE}` (a test fails until then).\n',
       '## Every field and its default\n',
       'A field a config file leaves out takes this value (`tff-noisy list config`).\n',
-      f'```yaml\n{config_defaults()}\n```\n']
+      f'```yaml\n{config_defaults()}\n```\n',
+      '`imports` lists modules of your own, imported before the rest of the config is '
+      'checked: each registers the methods (models, aggregators) it defines, which the '
+      'config can then name ([how to add a method](architecture.md#how-to-add-a-method)). '
+      "`--import MODULE` adds one to the config's list. A module that cannot be imported "
+      'stops the command with one line naming the key and the module. The list is kept in '
+      "`results.json` with the rest of the config, so `evaluate`, `export` and a study's "
+      "runs in processes of their own import the same modules; `--resume` imports the "
+      "config's list, which may differ from the checkpoint's (the method's name and "
+      'parameters may not). Installed packages can declare such modules as entry points '
+      'instead (group `tff_noisy.methods`), which need no `imports`.\n']
   for name in SECTIONS:
     parts.append(f'## {name}\n')
     parts.append(f'`tff-noisy list {name}`\n')

@@ -14,6 +14,7 @@ import math
 import typing
 from typing import Any, Optional
 
+from tff_noisy import extensions
 from tff_noisy import registry
 from tff_noisy import yamlio
 from tff_noisy.device import DEVICES
@@ -140,6 +141,9 @@ class FaultsConfig:
 
 @dataclasses.dataclass
 class ExperimentConfig:
+  imports: list = described(text='Modules imported first, which register methods (models, '
+                            'aggregators) of your own: [my_pkg.methods] (docs/architecture.md).',
+                            default_factory=list)
   seed: int = 0
   data: DataConfig = dataclasses.field(default_factory=DataConfig)
   partition: PartitionConfig = dataclasses.field(default_factory=PartitionConfig)
@@ -269,9 +273,11 @@ def _build(cls, values: Any, path: str):
 
 
 def from_dict(values: dict) -> ExperimentConfig:
-  """Builds and validates a config from nested dicts."""
+  """Builds and validates a config from nested dicts, then imports the modules its
+  ``imports`` names (their methods, models and aggregators can then be named)."""
   config = _build(ExperimentConfig, values or {}, '')
   validate(config)
+  extensions.import_modules(config.imports)
   return config
 
 
@@ -294,8 +300,9 @@ def apply_overrides(values: dict, overrides: list) -> dict:
   return values
 
 
-def load(path: str, overrides: Optional[list] = None) -> ExperimentConfig:
-  """Loads a YAML config file, applies ``--set`` overrides and validates it."""
+def load(path: str, overrides: Optional[list] = None, imports: tuple = ()) -> ExperimentConfig:
+  """Loads a YAML config file, applies ``--set`` overrides, adds the modules of
+  ``imports`` (``--import``) after its own ``imports`` and validates it."""
   try:
     with open(path) as f:
       values = yamlio.load(f)
@@ -317,7 +324,11 @@ def load(path: str, overrides: Optional[list] = None) -> ExperimentConfig:
   if not values:
     warn(f'config file {path} sets nothing: every field takes its default (digits, no '
          'noise, fedavg, 10 rounds; `tff-noisy list config` shows them all)')
-  return from_dict(apply_overrides(values, overrides))
+  values = apply_overrides(values, overrides)
+  if imports and isinstance(values.get('imports', []), list):  # Else from_dict says why.
+    own = values.get('imports', [])
+    values['imports'] = own + [name for name in imports if name not in own]
+  return from_dict(values)
 
 
 def _require(condition: bool, field: str, message: str):
@@ -356,6 +367,7 @@ def resolve_client_runtime(config: ExperimentConfig,
 
 def validate(config: ExperimentConfig) -> None:
   """Checks values that need no data; the data layer checks the rest before building."""
+  extensions.check_names(config.imports)
   _require(0 <= config.seed < 2**32, 'seed',
            f'must be an integer in [0, 2**32 - 1], got {config.seed}')
   _require(config.device in DEVICES, 'device',

@@ -6,8 +6,11 @@ search path only: the ``nvidia-*-cu11`` wheels (``make install-gpu``,
 ``requirements-gpu.lock``) put them in ``site-packages/nvidia/*/lib``, where it does not
 look, and it then runs on the CPU with a warning. ``preload`` loads each of them by its
 absolute path, globally, before TensorFlow is imported; TensorFlow's own ``dlopen`` of the
-same soname then finds the loaded library. ``import tff_noisy`` calls it. It touches
-nothing when those packages are absent.
+same soname then finds the loaded library. It touches nothing when those packages are
+absent. ``import tff_noisy`` does not call it (no CUDA library is loaded and the driver is
+not initialised at import, so a library user may still ``fork``):
+``preload_before_tensorflow`` has it run at the first ``import tensorflow`` of the process,
+just before TensorFlow loads, or at once if TensorFlow is loaded already.
 
 TensorFlow 2.14's wheel has native kernels for compute capabilities 3.5, 5.0, 6.0, 7.0 and
 7.5 and PTX for 8.0: any newer GPU (A100 included, Hopper's 9.0 too) has the driver
@@ -20,6 +23,7 @@ kernels (both only if unset) and says so once. No TensorFlow is imported here.
 
 import ctypes
 import glob
+import importlib.abc
 import os
 import sys
 from typing import List, NamedTuple, Optional, Tuple
@@ -103,6 +107,28 @@ def preload(cache_root: Optional[str] = None, announce=None) -> Preloaded:
         f"{os.environ['CUDA_CACHE_PATH']} for later starts")
   _done = Preloaded(loaded, failed, driver, gpus, cache_set)
   return _done
+
+
+class _BeforeTensorFlow(importlib.abc.MetaPathFinder):
+  """A ``sys.meta_path`` finder that runs ``preload`` when ``tensorflow`` is about to be
+  imported, then removes itself; it finds nothing, the usual finders import TensorFlow."""
+
+  def find_spec(self, name, path=None, target=None):
+    del path, target
+    if name == 'tensorflow':
+      if self in sys.meta_path:
+        sys.meta_path.remove(self)
+      preload()
+    return None
+
+
+def preload_before_tensorflow() -> None:
+  """``preload`` at the first ``import tensorflow`` of this process (at once if it is
+  loaded already); ``import tff_noisy`` calls it."""
+  if 'tensorflow' in sys.modules:
+    preload()
+  elif not any(isinstance(finder, _BeforeTensorFlow) for finder in sys.meta_path):
+    sys.meta_path.insert(0, _BeforeTensorFlow())
 
 
 def driver_gpus() -> Tuple[Optional[str], List[Gpu]]:

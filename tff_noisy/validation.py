@@ -9,6 +9,7 @@ import cycle, no TensorFlow).
 
 import dataclasses
 
+from tff_noisy import extensions
 from tff_noisy import methods
 from tff_noisy import zoo
 from tff_noisy.config import ExperimentConfig
@@ -32,6 +33,7 @@ def validate_experiment(config: ExperimentConfig, data=None, model_fn=None) -> C
   ``data``, ``model_fn``: the user's own federated data (``data.dataset: custom``) and
   model builder (``model.name: custom``), given in Python.
   """
+  extensions.import_modules(config.imports)  # Done already if it came from a file or dict.
   federated_data.validate_config(config, data)
   if model_fn is not None or config.model.name == CUSTOM_MODEL:
     if config.model.name != CUSTOM_MODEL:

@@ -8,11 +8,15 @@ themselves against the simulation truth, ``tff_noisy.diagnostics``) and its ``re
 (their sections of ``tff-noisy report``). Adding a method is a folder and one line below.
 
 Importing this package imports no TensorFlow, so a config is validated before anything
-heavy; ``METHODS[name].resolve()`` imports the algorithm a name points to.
+heavy; ``METHODS[name].resolve()`` imports the algorithm a name points to. A method of
+another package is added by ``register``, from a module that a config's ``imports``,
+``--import`` or an installed entry point (group ``tff_noisy.methods``, imported when the
+registry is first used) names (``tff_noisy.extensions``).
 """
 
 import dataclasses
 
+from tff_noisy import extensions
 from tff_noisy import registry
 from tff_noisy.errors import ConfigError
 from tff_noisy.methods import confident_learning
@@ -48,7 +52,7 @@ METHODS = registry.Registry('method.name', 'method', {
     **maskedoptim.SPECS,
     **fednoro.SPECS,
     **fedcorr.SPECS,
-}, MethodSpec)
+}, MethodSpec, discover=extensions.import_entry_points, unknown_hint=extensions.IMPORTS_HINT)
 
 
 def register(specs: dict) -> None:

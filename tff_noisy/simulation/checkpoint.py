@@ -38,9 +38,11 @@ _KEEP = 2
 # Fields a resumed run may change: its length and reporting, where its data is read and
 # cached (the data itself is fixed by data_hash), the device it runs on (a CPU run may
 # continue on a GPU machine and back) and how the tf runtime groups clients (equal results
-# to float rounding).
+# to float rounding), and the modules imported for the user's own methods (``imports``:
+# where their code is found; the method's name and resolved parameters stay fixed).
 _MAY_CHANGE = ('fl.rounds', 'fl.eval_every', 'fl.checkpoint_every', 'data.data_dir',
-               'data.cache_dir', 'device', 'fl.clients_per_call', 'fl.stack_clients')
+               'data.cache_dir', 'device', 'fl.clients_per_call', 'fl.stack_clients',
+               'imports')
 _SHOWN_DIFFERENCES = 5
 _RESOLVED = 'method.resolved.'  # An identity's resolved method parameters (identity_of).
 # meta.json's name for how the server state is laid out; absent: the controller's values

@@ -112,22 +112,23 @@ def plan_compare(config: config_lib.ExperimentConfig, names: list, data=None,
 
 
 def plan_grid(config_path: str, overrides: list, names: list, settings: List[Setting],
-              seeds: list, method_overrides: Optional[Dict[str, list]] = None
-              ) -> List[PlannedRun]:
+              seeds: list, method_overrides: Optional[Dict[str, list]] = None,
+              imports: tuple = ()) -> List[PlannedRun]:
   """Every method x setting x seed, in ``OUT/SETTING/seedN/METHOD``; validated first.
 
   ``method_overrides``: method -> ``--set`` overrides applied last to that method's runs
-  only (a paper's methods that aggregate differently, say).
+  only (a paper's methods that aggregate differently, say). ``imports``: modules added to
+  every run's ``imports`` (``--import``, ``config.load``).
   """
   method_overrides = method_overrides or {}
   runs = []
   for setting in settings:
     for seed in seeds:
       cell = overrides + setting.overrides + [f'seed={seed}']
-      configs = method_configs(config_lib.load(config_path, cell), names)
+      configs = method_configs(config_lib.load(config_path, cell, imports), names)
       for name in names:
         if method_overrides.get(name):
-          own = config_lib.load(config_path, cell + method_overrides[name])
+          own = config_lib.load(config_path, cell + method_overrides[name], imports)
           configs[name] = _validated_method_config(own, name)
         method_cfg, choices = configs[name]
         runs.append(PlannedRun(os.path.join(setting.name, f'seed{seed}', name), name,
@@ -195,7 +196,7 @@ def grid(config_path: str, overrides: list, names: list, settings: List[Setting]
          seeds: list, out: str, run: Callable, paper: Optional[dict] = None,
          method_overrides: Optional[Dict[str, list]] = None,
          run_all: Optional[RunAll] = None,
-         keep_finished: bool = False, on_workers: bool = False) -> str:
+         keep_finished: bool = False, on_workers: bool = False, imports: tuple = ()) -> str:
   """Runs every method x setting x seed (``run(config, out_dir, choices)`` each, one at a
   time) after writing the manifest; writes ``grid.csv`` and ``grid.md``; returns the
   Markdown table. ``method_overrides``: see ``plan_grid``. ``run_all``: runs the planned
@@ -203,9 +204,10 @@ def grid(config_path: str, overrides: list, names: list, settings: List[Setting]
   results (``results.load``) by its path. ``keep_finished`` (``--resume``): a run
   already finished with the same config (``finished_results``; ``on_workers``: the runs
   go to TFF workers, which decides the runtime ``auto`` means) is kept, not started
-  again."""
+  again. ``imports``: see ``plan_grid``."""
   settings = settings or [Setting.parse('')]
-  planned = plan_grid(config_path, overrides, names, settings, seeds, method_overrides)
+  planned = plan_grid(config_path, overrides, names, settings, seeds, method_overrides,
+                      imports)
   root = os.path.realpath(out)
   for r in planned:
     if os.path.commonpath([root, os.path.realpath(os.path.join(out, r.path))]) != root:
@@ -243,7 +245,7 @@ def finished_results(run_dir: str, config: config_lib.ExperimentConfig,
   runtime resolved as the run resolved it: ``auto`` is recorded as the runtime it chose)
   and the same method parameters, defaults included (a default changed since makes
   another run); None when it has not finished (a run writes its results file last) or ran
-  another config."""
+  another config. Its ``imports`` may differ (where the code is found, as on resume)."""
   config = config_lib.resolve_client_runtime(config, on_workers)
   try:
     done = results_lib.load(run_dir)
@@ -251,7 +253,11 @@ def finished_results(run_dir: str, config: config_lib.ExperimentConfig,
     return None
   params = dataclasses.asdict(methods.resolve_params(
       config.method.name, config.method.params, config.fl.rounds))
-  same = (done['config'] == json.loads(json.dumps(config.to_dict()))  # As the file has it.
+  def run_config(values):  # As the file has it, without imports.
+    return {key: value for key, value in json.loads(json.dumps(values)).items()
+            if key != 'imports'}
+
+  same = (run_config(done['config']) == run_config(config.to_dict())
           and done.get('params') == json.loads(json.dumps(params)))
   return done if same else None
 
