@@ -216,6 +216,17 @@ def test_worker_command_serves_until_a_signal(sig, worker_command):
   assert front and not any(os.path.exists(f'/proc/{pid}') for pid in front)
 
 
+def test_worker_command_killed_takes_its_binary_down(worker_command):
+  worker = worker_command('--host', '127.0.0.1')
+  front = int(open(f'/proc/{worker.command.pid}/task/{worker.command.pid}/children').read())
+  worker.command.kill()  # SIGKILL: no handler runs in the command.
+  worker.command.wait()
+  deadline = time.monotonic() + 15
+  while os.path.exists(f'/proc/{front}') and time.monotonic() < deadline:
+    time.sleep(0.1)
+  assert not os.path.exists(f'/proc/{front}') and worker.binary_gone()
+
+
 def test_the_worker_binary_has_only_a_private_loopback(worker_command):
   """The binary listens on every interface of a network namespace of its own, which has
   only a loopback interface; the front listens on 127.0.0.1 alone."""
