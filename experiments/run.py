@@ -59,13 +59,15 @@ def _quiet_libraries(verbose: bool) -> None:
   """Hides TensorFlow's C++ log and library warnings unless ``verbose``.
 
   Runs before TensorFlow is first imported (nothing the command line imports at start
-  loads it), so ``TF_CPP_MIN_LOG_LEVEL`` applies; one set in the environment wins over the
-  default. ``tff-noisy: warning:`` lines are printed directly and always show.
+  loads it), so ``TF_CPP_MIN_LOG_LEVEL`` and ``GRPC_VERBOSITY`` apply; one set in the
+  environment wins over the default. ``tff-noisy: warning:`` lines are printed directly
+  and always show.
   """
   if verbose:
     os.environ['TF_CPP_MIN_LOG_LEVEL'] = '0'
     return
   os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')  # cuDNN/cuFFT/cuBLAS, grappler, CPU.
+  os.environ.setdefault('GRPC_VERBOSITY', 'ERROR')  # gRPC's failed TLS handshakes.
   import absl.logging  # pylint: disable=g-import-not-at-top
   absl.logging.set_verbosity(absl.logging.ERROR)
   logging.getLogger('tensorflow').setLevel(logging.ERROR)
