@@ -35,61 +35,19 @@ _ROOT = os.path.join(os.path.dirname(__file__), '..')
 _DEMO = os.path.join(_ROOT, 'experiments', 'configs', 'demo.yaml')
 
 
-def _start_worker(port: int):
-  """A worker_binary on ``port``, answering."""
-  process = tff_runtime.WorkerPopen([workers.worker_binary(), f'--port={port}'],
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-  if workers.unanswered([f'127.0.0.1:{port}'], timeout=30):
-    _stop(process)
-    raise RuntimeError(f'worker on port {port} did not start')
-  return process
-
-
 def _stop(process) -> None:
   if process.poll() is None:
     process.kill()
     process.wait()
 
 
-class _Workers:
-  """Loopback workers started by one test; ``restart(i)`` starts a fresh one on the port."""
-
-  def __init__(self, count: int):
-    self.ports = [portpicker.pick_unused_port() for _ in range(count)]
-    self.processes = []
-    for port in self.ports:
-      self.processes.append(_start_worker(port))
-
-  @property
-  def addresses(self):
-    return [f'127.0.0.1:{port}' for port in self.ports]
-
-  def kill(self, i: int) -> None:
-    _stop(self.processes[i])
-
-  def restart(self, i: int) -> None:
-    self.processes[i] = _start_worker(self.ports[i])
-
-  def stop_all(self) -> None:
-    for process in self.processes:
-      _stop(process)
-
-
-@pytest.fixture
-def two_workers():
-  started = _Workers(2)
-  try:
-    yield started
-  finally:
-    started.stop_all()
-
-
 class _WorkerCommand:
-  """``tff-noisy worker --port P ARGS`` in a process of its own, listening."""
+  """``tff-noisy worker --port P ARGS`` in a process of its own, listening: the binary in
+  a private network namespace, as a user runs it."""
 
-  def __init__(self, *args: str, env=None):
-    self.port = portpicker.pick_unused_port()
-    self.command = subprocess.Popen(
+  def __init__(self, *args: str, port=None, env=None):
+    self.port = port or portpicker.pick_unused_port()
+    self.command = tff_runtime.WorkerPopen(  # Killed with this process.
         [sys.executable, '-m', 'experiments.run', 'worker', '--port', str(self.port), *args],
         cwd=_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, **(env or {})})
@@ -114,6 +72,41 @@ class _WorkerCommand:
 
   def binary_gone(self) -> bool:
     return not os.path.exists(f'/proc/{self.binary_pid}')
+
+
+class _Workers:
+  """Loopback workers started by one test (``tff-noisy worker``); ``kill(i)`` kills one's
+  binary, ``restart(i)`` starts a fresh one on the port."""
+
+  def __init__(self, count: int):
+    self.ports = [portpicker.pick_unused_port() for _ in range(count)]
+    self.workers = []
+    for port in self.ports:
+      self.workers.append(_WorkerCommand(port=port))
+
+  @property
+  def addresses(self):
+    return [f'127.0.0.1:{port}' for port in self.ports]
+
+  def kill(self, i: int) -> None:
+    os.kill(self.workers[i].binary_pid, signal.SIGKILL)
+
+  def restart(self, i: int) -> None:
+    self.workers[i].stop()  # The command ends once its binary is gone.
+    self.workers[i] = _WorkerCommand(port=self.ports[i])
+
+  def stop_all(self) -> None:
+    for worker in self.workers:
+      worker.stop()
+
+
+@pytest.fixture
+def two_workers():
+  started = _Workers(2)
+  try:
+    yield started
+  finally:
+    started.stop_all()
 
 
 @pytest.fixture
@@ -369,6 +362,7 @@ def test_a_driver_with_another_sets_certificate_is_refused(tmp_path, certs, work
       done.stderr.count('\n') == 1), done.stderr
   worker.stop()
   assert "a client certificate this worker's ca.pem did not sign" in worker.err
+  assert "the driver refused this worker's certificate" in worker.err
 
 
 def test_a_driver_with_certificates_is_told_a_loopback_worker_has_no_tls(

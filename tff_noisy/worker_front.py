@@ -157,8 +157,10 @@ async def _connection(reader, writer, inner_port, context):
         await writer.start_tls(context, ssl_handshake_timeout=_HANDSHAKE_SECONDS)
       except (ssl.SSLError, OSError, asyncio.TimeoutError) as e:
         reason = getattr(e, 'reason', None) or str(e) or type(e).__name__
-        print(f'{errors.PROG} worker: refused a connection from {peer}: '
-              f'{_REFUSALS.get(reason, "TLS handshake failed")} ({reason})',
+        what = _REFUSALS.get(reason, 'TLS handshake failed')
+        if '_ALERT_' in reason:  # The driver's alert: it rejected this worker.
+          what = "the driver refused this worker's certificate"
+        print(f'{errors.PROG} worker: refused a connection from {peer}: {what} ({reason})',
               file=sys.stderr, flush=True)
         return
     inner_reader, inner_writer = await asyncio.open_connection('127.0.0.1', inner_port)

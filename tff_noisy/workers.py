@@ -160,18 +160,26 @@ def _why_silent(address: str, timeout: float) -> Optional[str]:
   None otherwise (nothing listens, or something else is wrong)."""
   host, _, port = address.rpartition(':')
   host = host.strip('[]')
-  env = worker_tls.CERTS_ENV
   try:
     connection = socket.create_connection((host, int(port)), timeout=timeout)
   except OSError:
     return None
+  try:
+    return _tls_reason(connection, address, host, timeout)
+  finally:
+    connection.close()
+
+
+def _tls_reason(connection, address: str, host: str, timeout: float) -> Optional[str]:
+  """``_why_silent`` over an open ``connection``."""
+  env = worker_tls.CERTS_ENV
   if not os.environ.get(env):
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
     try:
       context.wrap_socket(connection, server_hostname=host).close()
-    except (ssl.SSLError, OSError):
+    except OSError:  # ssl.SSLError too: no TLS server.
       return None
     return (f'{address} is a TLS worker that takes only drivers with a client certificate '
             f'of its authority: set ${env} to a directory with its ca.pem, client.pem and '
@@ -195,8 +203,6 @@ def _why_silent(address: str, timeout: float) -> Optional[str]:
     return f'{address}: the TLS handshake failed ({e.reason or e})'
   except OSError:
     return None
-  finally:
-    connection.close()
   return None
 
 
