@@ -24,6 +24,7 @@ from experiments import run as cli
 from tff_noisy import config as config_lib
 from tff_noisy import remote
 from tff_noisy import tff_runtime
+from tff_noisy import worker_front
 from tff_noisy import worker_tls
 from tff_noisy import workers
 from tff_noisy.simulation import checkpoint
@@ -284,6 +285,28 @@ def test_without_a_private_network_the_worker_refuses_to_start():
   ) and done.stderr.count('\n') == 1, done.stderr
   assert f'--port={port}' not in subprocess.run(['ps', '-eo', 'args'], capture_output=True,
                                                 text=True).stdout
+
+
+def test_insecure_serves_the_bare_binary_and_says_what_it_exposes():
+  """Run in a network namespace of its own (the test's), so it exposes nothing here."""
+  port = portpicker.pick_unused_port()
+  command = subprocess.Popen(
+      [sys.executable, '-m', 'experiments.run', 'worker', '--port', str(port), '--insecure'],
+      cwd=_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+      preexec_fn=worker_front.enter_private_network)
+  try:
+    line = command.stdout.readline()
+    assert f'listening on port {port} of every interface' in line, line
+    binary_pid = int(line.split('(pid ')[1].split(')')[0])
+    command.send_signal(signal.SIGTERM)
+    out, err = command.communicate(timeout=30)
+  finally:
+    _stop(command)
+  assert command.returncode == 0 and 'stopped' in out
+  assert err.startswith(f"tff-noisy: warning: --insecure: TFF's worker binary serves port "
+                        f'{port} on every interface with no TLS and no authentication: '
+                        'anyone who can reach it runs any program as '), err
+  assert not os.path.exists(f'/proc/{binary_pid}')
 
 
 def test_worker_command_refuses_a_port_in_use(capsys, two_workers):
