@@ -6,7 +6,8 @@
       [--resume | --overwrite] [--workers host:port,... | --jobs N]
   tff-noisy grid CONFIG.yaml --methods a,b --setting "k=v,k=v" ... --seeds 0,1 --out DIR
       [--resume | --overwrite] [--workers host:port,... | --jobs N]
-  tff-noisy worker --port P [--host 0.0.0.0] [--max-concurrent-calls N]   (a TFF worker)
+  tff-noisy worker --port P [--host H --certs DIR | --insecure] [--max-concurrent-calls N]
+  tff-noisy worker certs DIR [--name HOST ...]   (the TLS certificates of workers, drivers)
   tff-noisy data build CONFIG.yaml [--set ...]
   tff-noisy export RUN_DIR --quantize none|float16|dynamic|int8 [--out F] [--verify]
   tff-noisy embed pretrain|evaluate --dataset NAME ...
@@ -62,13 +63,15 @@ def _quiet_libraries(verbose: bool) -> None:
   """Hides TensorFlow's C++ log and library warnings unless ``verbose``.
 
   Runs before TensorFlow is first imported (nothing the command line imports at start
-  loads it), so ``TF_CPP_MIN_LOG_LEVEL`` applies; one set in the environment wins over the
-  default. ``tff-noisy: warning:`` lines are printed directly and always show.
+  loads it), so ``TF_CPP_MIN_LOG_LEVEL`` and ``GRPC_VERBOSITY`` apply; one set in the
+  environment wins over the default. ``tff-noisy: warning:`` lines are printed directly
+  and always show.
   """
   if verbose:
     os.environ['TF_CPP_MIN_LOG_LEVEL'] = '0'
     return
   os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')  # cuDNN/cuFFT/cuBLAS, grappler, CPU.
+  os.environ.setdefault('GRPC_VERBOSITY', 'ERROR')  # gRPC's failed TLS handshakes.
   import absl.logging  # pylint: disable=g-import-not-at-top
   absl.logging.set_verbosity(absl.logging.ERROR)
   logging.getLogger('tensorflow').setLevel(logging.ERROR)
@@ -187,7 +190,23 @@ def _runs_in_processes(args, study: str = 'grid'):
 
 
 def _cmd_worker(args) -> None:
-  workers.serve(args.port, args.max_concurrent_calls, args.host)
+  if args.port is None:
+    raise config_lib.ConfigError('worker: --port P is required (or `worker certs DIR`)')
+  workers.serve(args.port, args.max_concurrent_calls, args.host, args.certs, args.insecure)
+
+
+def _cmd_worker_certs(args) -> None:
+  """A certificate authority and the workers' and drivers' certificates it signs."""
+  from tff_noisy import worker_tls  # pylint: disable=g-import-not-at-top
+  names = worker_tls.check_names(args.name)
+  written = worker_tls.create(args.dir, args.name)
+  print(f"wrote {', '.join(sorted(written))} in {args.dir} (valid "
+        f"{worker_tls.VALID_DAYS} days, for drivers that dial {', '.join(names)}); the "
+        "authority's key is not kept")
+  print(f"  each worker: {', '.join(worker_tls.WORKER_FILES)} in a directory D; "
+        'tff-noisy worker --port P --host 0.0.0.0 --certs D')
+  print(f"  the driver:  {', '.join(worker_tls.DRIVER_FILES)} in a directory D; "
+        f'{worker_tls.CERTS_ENV}=D tff-noisy run ... --workers HOST:P,...')
 
 
 def _cmd_list(args) -> None:
@@ -337,13 +356,25 @@ def _parser() -> argparse.ArgumentParser:
 
   worker = sub.add_parser('worker', help='serve TFF computations for --workers until '
                           'SIGINT or SIGTERM')
-  worker.add_argument('--port', type=int, required=True,
-                      help='TCP port to listen on (every interface)')
-  worker.add_argument('--host', default=workers.EVERY_INTERFACE[0],
-                      help='address to listen on: only every interface (0.0.0.0, the '
-                      'default) is possible, as TFF\'s worker binary takes no address')
+  worker.add_argument('--port', type=int, help='TCP port to listen on')
+  worker.add_argument('--host', help=f'address to listen on (default {workers.LOOPBACK}: '
+                      "this machine only; TFF's worker binary itself runs in a private "
+                      'network namespace); any other address needs --certs')
+  worker.add_argument('--certs', metavar='DIR',
+                      help='accept only drivers with a client certificate of DIR/ca.pem '
+                      '(mutual TLS); DIR holds ca.pem, server.pem and server.key, written '
+                      'by `tff-noisy worker certs`')
+  worker.add_argument('--insecure', action='store_true', help=workers.INSECURE_HELP)
   worker.add_argument('--max-concurrent-calls', type=int, default=-1, metavar='N',
                       help='most clients trained at once (default: no limit)')
+  worker_sub = worker.add_subparsers(dest='worker_command', metavar='{certs}')
+  certs = worker_sub.add_parser('certs', help="write a certificate authority and the "
+                                "workers' and drivers' certificates it signs into DIR")
+  certs.add_argument('dir', metavar='DIR', help='a new or empty directory')
+  certs.add_argument('--name', action='append', default=[], metavar='HOST',
+                     help='a host name or IP address drivers dial a worker by; repeat '
+                     '(localhost, 127.0.0.1 and ::1 are always in)')
+  certs.set_defaults(func=_cmd_worker_certs)
   worker.set_defaults(func=_cmd_worker)
 
   listing = with_imports(sub.add_parser('list', help='the choices a config can name, with '

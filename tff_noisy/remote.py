@@ -2,14 +2,15 @@
 
 TFF's route to more than one machine: :func:`on_workers` installs a
 ``MergeableCompExecutionContext`` (``tff.backends.native``) over one asynchronous remote
-context per worker (a ``RemoteExecutor`` on a gRPC channel). Each computation is compiled
-to ``MergeableCompForm``: ``up_to_merge`` (everything up to its aggregations, which must
-not depend on one another), ``merge`` (the aggregations' merge step) and ``after_merge``
-(the rest). The clients of a call are split into one contiguous group per worker; each
-worker runs ``up_to_merge`` on its group, the partial aggregates are merged, and
-``after_merge`` runs on each group again for CLIENTS-placed results (the clients' new
-states: a worker trains its clients a second time to return them, so the result is the
-same but a round costs more). A computation without clients runs with zero of them.
+context per worker (a ``RemoteExecutor`` on a gRPC channel, ``workers.channel``: secure,
+with the driver's client certificate, when ``$TFF_NOISY_WORKER_CERTS`` is set). Each
+computation is compiled to ``MergeableCompForm``: ``up_to_merge`` (everything up to its
+aggregations, which must not depend on one another), ``merge`` (the aggregations' merge
+step) and ``after_merge`` (the rest). The clients of a call are split into one
+contiguous group per worker; each worker runs ``up_to_merge`` on its group, the partial
+aggregates are merged, and ``after_merge`` runs on each group again for CLIENTS-placed
+results (the clients' new states: a worker trains its clients a second time to return
+them, so the result is the same but a round costs more). A computation without clients runs with zero of them.
 
 A worker that stops answering ends the call with :class:`workers.WorkerLost` naming it
 (TFF's own contexts would retry forever); a computation that cannot take the mergeable
@@ -58,8 +59,7 @@ class _WorkerContext(tff.framework.AsyncExecutionContext):
   """One worker's context; a lost connection raises WorkerLost instead of retrying."""
 
   def __init__(self, address: str):
-    stub = tff.framework.RemoteExecutorGrpcStub(
-        grpc.insecure_channel(address, _GRPC_OPTIONS))
+    stub = tff.framework.RemoteExecutorGrpcStub(workers_lib.channel(address, _GRPC_OPTIONS))
 
     def executor_fn(cardinalities):
       if cardinalities.get(tff.CLIENTS) is None:  # A computation without client values.

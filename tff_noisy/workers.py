@@ -1,27 +1,40 @@
 """TFF worker servers: ``tff-noisy worker`` and the ``--workers host:port,...`` option.
 
 A worker is the C++ ``worker_binary`` that ships in the TFF wheel: TFF's executor service
-on one gRPC port of every interface (the binary takes no address to bind). :func:`serve`
-runs one until SIGINT or SIGTERM. :func:`parse_workers` and :func:`check_workers` turn
-``--workers`` into addresses that answer, before any data or model is built;
-``tff_noisy.remote`` runs a run's computations on them.
+on one gRPC port of every interface (the binary takes no address to bind), running any
+computation it is sent. :func:`serve` runs one until SIGINT or SIGTERM, confined to a
+private network namespace behind a front on the address the user gives
+(``tff_noisy.worker_front``): loopback by default, mutual TLS on any other address
+(``tff_noisy.worker_tls``), the bare binary only with ``--insecure``.
+:func:`parse_workers` and :func:`check_workers` turn ``--workers`` into addresses that
+answer, before any data or model is built; :func:`channel` dials one (with the driver's
+certificates when ``$TFF_NOISY_WORKER_CERTS`` is set); ``tff_noisy.remote`` runs a run's
+computations on them.
 
 TensorFlow-free, so the command line checks ``--workers`` before TensorFlow loads.
 """
 
+import ctypes
 import importlib.util
 import os
+import pwd
 import signal
 import socket
+import ssl
+import subprocess
+import sys
 import time
-from typing import List, Sequence
+from typing import List, Optional, Sequence
 
 from tff_noisy import errors
 from tff_noisy import tff_runtime
+from tff_noisy import worker_front
+from tff_noisy import worker_tls
 
 # How long a worker has to answer before it counts as unreachable.
 CONNECT_TIMEOUT = 5.0
 _START_TIMEOUT = 30.0  # For `tff-noisy worker`: the binary listening on its port.
+_PR_SET_PDEATHSIG = 1
 
 
 class WorkersError(errors.UserError):
@@ -70,11 +83,21 @@ def parse_workers(text: str) -> List[str]:
   return addresses
 
 
+def channel(address: str, options: Sequence = ()):
+  """A gRPC channel to the worker at ``address``: a secure channel with the client
+  certificate of ``$TFF_NOISY_WORKER_CERTS`` when it is set, else a plain one."""
+  import grpc  # pylint: disable=g-import-not-at-top
+  files = worker_tls.driver_files()
+  if files:
+    return grpc.secure_channel(address, grpc.ssl_channel_credentials(**files), options)
+  return grpc.insecure_channel(address, options)
+
+
 def unanswered(addresses: Sequence[str], timeout: float = CONNECT_TIMEOUT) -> List[str]:
   """The addresses whose gRPC server does not answer within ``timeout`` seconds."""
   import grpc  # pylint: disable=g-import-not-at-top
-  channels = [grpc.insecure_channel(address) for address in addresses]
-  futures = [grpc.channel_ready_future(channel) for channel in channels]  # All at once.
+  channels = [channel(address) for address in addresses]
+  futures = [grpc.channel_ready_future(c) for c in channels]  # All at once.
   deadline = time.monotonic() + timeout
   silent = []
   try:
@@ -85,8 +108,8 @@ def unanswered(addresses: Sequence[str], timeout: float = CONNECT_TIMEOUT) -> Li
         silent.append(address)
         future.cancel()
   finally:
-    for channel in channels:
-      channel.close()
+    for c in channels:
+      c.close()
   return silent
 
 
@@ -100,9 +123,9 @@ def not_tff_workers(addresses: Sequence[str], timeout: float = CONNECT_TIMEOUT) 
   import grpc  # pylint: disable=g-import-not-at-top
   foreign = {}
   for address in addresses:
-    with grpc.insecure_channel(address) as channel:
+    with channel(address) as open_channel:
       try:
-        channel.unary_unary(_NO_OP_CALL)(b'', timeout=timeout)
+        open_channel.unary_unary(_NO_OP_CALL)(b'', timeout=timeout)
       except grpc.RpcError as e:
         if e.code() == grpc.StatusCode.UNIMPLEMENTED:  # A busy worker may time out.
           foreign[address] = f'{e.code().name}: {e.details()}'
@@ -110,9 +133,14 @@ def not_tff_workers(addresses: Sequence[str], timeout: float = CONNECT_TIMEOUT) 
 
 
 def check_workers(addresses: Sequence[str], timeout: float = CONNECT_TIMEOUT) -> None:
-  """Raises WorkersError naming every worker that does not answer within ``timeout``, or
-  that answers but is another gRPC server than TFF's executor service."""
+  """Raises WorkersError naming every worker that does not answer within ``timeout`` (and
+  why, when TLS is the reason), or that answers but is another gRPC server than TFF's
+  executor service."""
+  worker_tls.driver_files()  # A bad $TFF_NOISY_WORKER_CERTS, before any connection.
   silent = unanswered(addresses, timeout)
+  reasons = [why for why in (_why_silent(a, timeout) for a in silent) if why]
+  if reasons:
+    raise WorkersError('--workers: ' + '; '.join(reasons))
   if silent:
     raise WorkersError(
         f"--workers: no TFF worker answers at {', '.join(silent)} (waited {timeout:g} s); "
@@ -125,34 +153,125 @@ def check_workers(addresses: Sequence[str], timeout: float = CONNECT_TIMEOUT) ->
         '`tff-noisy worker --port PORT` there, or name the port a worker listens on')
 
 
-# ``--host`` values that mean what the binary does: listen on every interface.
-EVERY_INTERFACE = ('0.0.0.0', '::', '*')
+def _why_silent(address: str, timeout: float) -> Optional[str]:
+  """Why a worker that accepts TCP connections does not answer gRPC, when TLS is the
+  reason: it wants a client certificate this driver lacks, refuses this one, shows one
+  the driver's authority did not sign, or speaks no TLS to a driver with certificates.
+  None otherwise (nothing listens, or something else is wrong)."""
+  host, _, port = address.rpartition(':')
+  host = host.strip('[]')
+  try:
+    connection = socket.create_connection((host, int(port)), timeout=timeout)
+  except OSError:
+    return None
+  try:
+    return _tls_reason(connection, address, host, timeout)
+  finally:
+    connection.close()
 
 
-def serve(port: int, max_concurrent_calls: int = -1, host: str = '0.0.0.0') -> None:
-  """Runs a TFF worker on ``port`` (every interface) until SIGINT or SIGTERM.
+def _tls_reason(connection, address: str, host: str, timeout: float) -> Optional[str]:
+  """``_why_silent`` over an open ``connection``."""
+  env = worker_tls.CERTS_ENV
+  if not os.environ.get(env):
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    try:
+      context.wrap_socket(connection, server_hostname=host).close()
+    except OSError:  # ssl.SSLError too: no TLS server.
+      return None
+    return (f'{address} is a TLS worker that takes only drivers with a client certificate '
+            f'of its authority: set ${env} to a directory with its ca.pem, client.pem and '
+            'client.key (`tff-noisy worker certs DIR` wrote them)')
+  try:
+    with worker_tls.driver_context().wrap_socket(connection, server_hostname=host) as tls:
+      tls.settimeout(min(timeout, 2.0))
+      # A worker sends its HTTP/2 settings first; one that refused the certificate closes.
+      if not tls.recv(1):
+        return (f"{address} refused this driver's certificate (it closed the connection "
+                f"after the TLS handshake): ${env}/client.pem is not signed by the worker's "
+                'ca.pem; give both sides the same `tff-noisy worker certs` set')
+  except ssl.SSLCertVerificationError as e:
+    return (f"{address}: the worker's certificate does not verify against "
+            f'${env}/ca.pem ({e.verify_message}): give both sides the same `tff-noisy worker '
+            'certs` set, made with --name for the name or address the driver dials')
+  except ssl.SSLError as e:
+    if e.reason == 'WRONG_VERSION_NUMBER':
+      return (f'{address} speaks no TLS: it is a loopback worker started without --certs; '
+              f'unset ${env} to reach it, or start it with --certs')
+    return f'{address}: the TLS handshake failed ({e.reason or e})'
+  except OSError:
+    return None
+  return None
+
+
+LOOPBACK = '127.0.0.1'  # Where a worker listens by default: this machine only.
+INSECURE_HELP = (
+    "serve as TFF's worker binary does by itself: on every interface, with no TLS and no "
+    'authentication, so that anyone who can reach the port runs any program as this user '
+    'on this machine (only for a network nobody else can reach)')
+
+
+def serve(port: int, max_concurrent_calls: int = -1, host: Optional[str] = None,
+          certs: Optional[str] = None, insecure: bool = False) -> None:
+  """Runs a TFF worker on ``port`` until SIGINT or SIGTERM.
+
+  The binary runs in a private network namespace behind a front on ``host:port``
+  (``tff_noisy.worker_front``, in a process forked for it): plain on a loopback ``host``,
+  mutual TLS with ``certs`` (needed on any other address). ``insecure``: the binary alone,
+  on every interface.
 
   Args:
     port: TCP port, 1-65535.
     max_concurrent_calls: Most parallel calls of one computation (clients trained at
       once); 0 or less: no limit.
-    host: Only one of ``EVERY_INTERFACE``: the binary takes no address to bind.
+    host: The address to listen on (default ``LOOPBACK``; with ``insecure`` only one of
+      ``EVERY_INTERFACE``).
+    certs: A directory with ``ca.pem``, ``server.pem`` and ``server.key``
+      (``tff_noisy.worker_tls``).
+    insecure: Serve without the namespace and without TLS (``INSECURE_HELP``).
 
   Raises:
-    UserError: a bad port or host, a port in use, or the worker exited by itself.
+    UserError: a bad port, host or certificate directory, a port in use, no private
+      network namespace on this system, or the worker exited by itself.
   """
-  if host not in EVERY_INTERFACE:
-    raise errors.UserError(
-        f"--host: {host!r} cannot be honoured: TFF 0.87's worker_binary takes only a port "
-        f"and listens on every interface (--host {' | '.join(EVERY_INTERFACE)}); to keep "
-        'a worker private, open its port only to the driver (firewall) or reach it through '
-        'an SSH tunnel (docs/guide.md: Running on several machines)')
   if not 1 <= port <= 65535:
     raise errors.UserError(f'--port: {port} is not in 1-65535')
+  command = [worker_binary(), f'--port={port}',
+             f'--max_concurrent_computation_calls={max_concurrent_calls}']
+  if insecure:
+    _serve_insecure(port, command, host, certs)
+    return
+  host = host or LOOPBACK
+  context = worker_tls.worker_context(certs) if certs else None
+  if context is None and not worker_front.is_loopback(host):
+    raise errors.UserError(
+        f'--host: {host} reaches other machines, and a worker serves them only with mutual '
+        'TLS: add --certs DIR (`tff-noisy worker certs DIR` writes one), reach a loopback '
+        'worker through an SSH tunnel, or accept that anyone who reaches the port runs any '
+        'program as this user with --insecure (docs/guide.md: Running on several machines)')
+  listener = worker_front.listen(host, port)
+  where = (f'port {port} of {host} with mutual TLS (drivers need a client certificate of '
+           f'{os.path.join(certs, "ca.pem")})' if context else
+           f'port {port} of {host} (this machine only)')
+  _serve_confined(listener, port, command, context, where)
+
+
+def _serve_insecure(port: int, command: List[str], host: Optional[str],
+                    certs: Optional[str]) -> None:
+  """The binary by itself on every interface, until SIGINT or SIGTERM."""
+  if certs:
+    raise errors.UserError('--insecure: the worker binary alone speaks no TLS; give one of '
+                           '--insecure and --certs')
+  if host is not None and host not in worker_front.EVERY_INTERFACE:
+    raise errors.UserError(
+        f"--host: {host!r} cannot be honoured with --insecure: TFF's worker_binary takes "
+        f"only a port and listens on every interface (--host "
+        f"{' | '.join(worker_front.EVERY_INTERFACE)}); without --insecure a worker listens "
+        'on the address you give')
   _check_port_free(port)
-  process = tff_runtime.WorkerPopen([
-      worker_binary(), f'--port={port}',
-      f'--max_concurrent_computation_calls={max_concurrent_calls}'])
+  process = tff_runtime.WorkerPopen(command)
   stopping = []
 
   def stop(signum, _):
@@ -163,19 +282,115 @@ def serve(port: int, max_concurrent_calls: int = -1, host: str = '0.0.0.0') -> N
   previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
   try:
     if _wait_listening(process, port):
+      errors.warn(f"--insecure: TFF's worker binary serves port {port} on every interface "
+                  'with no TLS and no authentication: anyone who can reach it runs any '
+                  f'program as {_user()} on this machine')
       print(f'{errors.PROG} worker: TFF worker (pid {process.pid}) listening on port {port} '
             'of every interface; Ctrl-C or SIGTERM stops it', flush=True)
     status = process.wait()
   finally:
     for sig, handler in previous.items():
       signal.signal(sig, handler)
-    if process.poll() is None:  # An exception in this function: never leave it behind.
-      process.kill()
-      process.wait()
+    _stop_binary(process)
   if not stopping:
     raise errors.UserError(f'worker: the TFF worker on port {port} exited with status '
                            f'{status}')
   print(f'{errors.PROG} worker: stopped', flush=True)
+
+
+def _serve_confined(listener, port: int, command: List[str], context, where: str) -> None:
+  """Forks the front (it enters the namespace, so this process keeps its network), then
+  waits for it; SIGINT or SIGTERM here stop it. The front's error comes back on a pipe."""
+  parent = os.getpid()
+  front = []
+  stopping = []
+
+  def stop(signum, _):
+    stopping.append(signum)  # In the front before its own handlers: polled there.
+    if os.getpid() == parent and front:
+      os.kill(front[0], signal.SIGTERM)
+
+  previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+  read_end, write_end = os.pipe()
+  sys.stdout.flush()
+  sys.stderr.flush()
+  try:
+    pid = os.fork()
+    if pid == 0:
+      os.close(read_end)
+      _front_process(listener, port, command, context, where, parent, stopping, write_end)
+    front.append(pid)
+    os.close(write_end)
+    listener.close()
+    if stopping:  # A signal before the fork returned.
+      os.kill(pid, signal.SIGTERM)
+    status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    with os.fdopen(read_end, 'rb') as pipe:
+      message = pipe.read().decode()
+  finally:
+    for sig, handler in previous.items():
+      signal.signal(sig, handler)
+  if message:
+    raise errors.UserError(message)
+  if status != 0:
+    raise errors.UserError(f'worker: the worker\'s front process ended with status {status}')
+  print(f'{errors.PROG} worker: stopped', flush=True)
+
+
+def _front_process(listener, port, command, context, where, parent, stopping,
+                   report_fd) -> None:
+  """The forked front: private network, the binary in it, forwarding; never returns."""
+  status = 2
+  message = ''
+  try:
+    ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if os.getppid() != parent:  # The parent died before prctl: nothing would stop us.
+      os._exit(1)
+    try:
+      worker_front.enter_private_network()
+    except worker_front.NoPrivateNetwork as e:
+      message = (f"worker: TFF's worker binary listens on every interface, and it cannot "
+                 f'be confined to this machine here: {e}; run it on a Linux machine that '
+                 'allows network namespaces, or with --insecure, which exposes it to '
+                 'every machine that reaches the port')
+      return
+    process = tff_runtime.WorkerPopen(command)
+    try:
+      if _wait_listening(process, port):
+        print(f'{errors.PROG} worker: TFF worker (pid {process.pid}) listening on {where}; '
+              'Ctrl-C or SIGTERM stops it', flush=True)
+        worker_front.forward(listener, port, context,
+                             lambda: bool(stopping) or process.poll() is not None)
+      if process.poll() is not None:
+        message = (f'worker: the TFF worker on port {port} exited with status '
+                   f'{process.returncode}')
+        return
+      status = 0
+    finally:
+      _stop_binary(process)
+  except BaseException as e:  # pylint: disable=broad-except
+    message = f'worker: {type(e).__name__}: {e}'
+  finally:
+    os.write(report_fd, message.encode())
+    os._exit(status if not message else 2)
+
+
+def _stop_binary(process, timeout: float = 10.0) -> None:
+  """Stops the binary if it still runs (SIGTERM, then SIGKILL after ``timeout``)."""
+  if process.poll() is None:
+    process.send_signal(signal.SIGTERM)
+    try:
+      process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+      process.kill()
+      process.wait()
+
+
+def _user() -> str:
+  try:
+    return f'{pwd.getpwuid(os.getuid()).pw_name} (uid {os.getuid()})'
+  except KeyError:
+    return f'uid {os.getuid()}'
 
 
 def _check_port_free(port: int) -> None:
