@@ -33,8 +33,8 @@ MANIFEST_FILE = 'manifest.json'  # A study's plan (``studies.write_manifest``).
 # What the project writes into a run's or a study's directory, by name (``fnmatch``): a
 # run's results, ``evaluate``'s, ``report``'s and ``export``'s files, a study's tables.
 _FILES = (LOCK_FILE, results.RESULTS_FILE, results.METRICS_FILE, results.WEIGHTS_FILE,
-          'evaluation.json', 'report.md', 'report-*.png', 'model_*.tflite', 'model_*.json',
-          'client_training.tflite', 'client_training.json', MANIFEST_FILE,
+          'evaluation.json', 'report.md', 'report-*.png', 'report-*.pdf', 'model_*.tflite',
+          'model_*.json', 'client_training.tflite', 'client_training.json', MANIFEST_FILE,
           'comparison.csv', 'comparison.png', 'grid.csv', 'grid.md')
 # Folders it writes, with what it writes inside them.
 _FOLDERS = {'checkpoints': ('round_[0-9]*', '.round_*'), 'tb': ('events.out.tfevents.*',),
