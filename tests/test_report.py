@@ -560,6 +560,7 @@ def test_figures_are_vector_too_and_the_same_bytes_each_time(tmp_path):
   vectors = {name: (out / name.replace('.png', '.pdf')).read_bytes() for name in figures}
   for name in figures:
     _assert_png(out / name)
+    assert str(tmp_path).encode() not in vectors[name]  # Nor a machine's path.
   report.write_report(str(out))  # No date in them: a report written again is unchanged.
   assert {name: (out / name.replace('.png', '.pdf')).read_bytes()
           for name in figures} == vectors
