@@ -36,7 +36,6 @@ def _switch(results) -> Optional[int]:
   return prestop[-1].get('switch_round') if prestop else None
 
 
-
 class PrestopSection(reporting.Section):
   round_keys = ('prestop', 'transition_matrix_error')
 
@@ -77,7 +76,7 @@ class PrestopSection(reporting.Section):
       for run in runs:
         records = run.results.get('rounds', [])
         prestop = [r for r in records if r.get('prestop')]
-        switch = prestop[-1]['prestop'].get('switch_round') if prestop else None
+        switch = _switch(run.results)
         errors = [r for r in records if r.get('transition_matrix_error')]
         base = ([setting] if setting is not None else []) + [
             method, reporting.seed_label(run), reporting.num(switch) if prestop else 'n/a']
