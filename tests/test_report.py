@@ -19,6 +19,8 @@ import pytest
 
 from tff_noisy import config as config_lib
 from tff_noisy import errors
+from tff_noisy import methods
+from tff_noisy import reporting
 from tff_noisy.reporting import report
 from tff_noisy.simulation import results as results_lib
 from tff_noisy.simulation import run_dir
@@ -29,6 +31,7 @@ _ROOT = os.path.join(os.path.dirname(__file__), '..')
 _RATES = {'client_000': 0.0, 'client_001': 0.1, 'client_002': 0.4, 'client_003': 0.6}
 _SIZES = {'client_000': 100, 'client_001': 80, 'client_002': 120, 'client_003': 60}
 _PNG = b'\x89PNG\r\n\x1a\n'
+_PDF = b'%PDF-'
 
 
 def _config(seed=0, rho=0.5):
@@ -81,9 +84,16 @@ def _pct(values):
 
 
 def _assert_png(path):
+  """A PNG at print resolution, with the same figure as a PDF beside it."""
   assert os.path.getsize(path) > 2000, path
   with open(path, 'rb') as f:
-    assert f.read(8) == _PNG
+    head = f.read(24)
+  assert head[:8] == _PNG
+  assert int.from_bytes(head[16:20], 'big') >= 900, path  # Width in pixels, at 300 dpi.
+  vector = str(path)[:-len('.png')] + '.pdf'
+  assert os.path.getsize(vector) > 1000, vector
+  with open(vector, 'rb') as f:
+    assert f.read(5) == _PDF
 
 
 def _figures(text):
@@ -272,7 +282,10 @@ def test_report_of_a_grid_with_an_unfinished_run(tmp_path):
         seeds = '0'
       assert f'| {name} | {method} | {seeds} | {cells[0]} | {cells[1]} |' in text
   # Settings named by grid.csv; the config fields that differ.
-  assert 'Setting `noise.rho=0.5`: test accuracy per round' in text
+  assert ('Test accuracy (%) per round, mean over seeds, one panel per setting (the '
+          "settings' overrides: Setup). Band: ± one std over seeds") in text
+  assert ("Dotted lines: forward_correction's prestopping switch (noise.rho-0.5: rounds 5, "
+          "6); forward_correction's prestopping switch (noise.rho-1.0: round 5).") in text
   assert '| noise.rho-1.0 | `noise.rho=1.0` |' in text
   assert '`noise.rho`, `seed`' in text
   # Prestopping: each run's switch round and its matrix error.
@@ -282,9 +295,8 @@ def test_report_of_a_grid_with_an_unfinished_run(tmp_path):
   for absent in ('## Per-client estimates', '## Label correction', '**Warning:**'):
     assert absent not in text
   assert figures == _figures(text)
-  assert set(figures) == {
-      'report-accuracy-noise.rho-0.5.png', 'report-accuracy-noise.rho-1.0.png',
-      'report-noise.rho-0.5-forward_correction-prestop.png',
+  assert set(figures) == {  # One accuracy figure, a panel per setting.
+      'report-accuracy.png', 'report-noise.rho-0.5-forward_correction-prestop.png',
       'report-noise.rho-1.0-forward_correction-prestop.png'}
   for name in figures:
     _assert_png(out / name)
@@ -346,7 +358,8 @@ def test_publish_copies_the_finished_runs_results_and_reports_them_alone(tmp_pat
   copied = sorted(os.path.relpath(os.path.join(root, name), dest)
                   for root, _, names in os.walk(dest) for name in names)
   figures = _figures(open(dest / 'report.md').read())
-  written = sorted(['grid.csv', 'manifest.json', 'report.md'] + figures + [
+  vectors = [name[:-len('.png')] + '.pdf' for name in figures]
+  written = sorted(['grid.csv', 'manifest.json', 'report.md'] + figures + vectors + [
       os.path.join(name, f'seed{seed}', method, 'results.json')
       for name, seed, method in saved])
   assert copied == sorted(written + ['published.json'])
@@ -567,7 +580,7 @@ def test_fit_to_the_clients_labels_beside_the_share_that_is_correct(tmp_path):
   all_correct = 1 - (80 * 0.1 + 120 * 0.4 + 60 * 0.6) / 360
   lsc_accuracy, lsc_share = (0.1 + 9 * 0.5) / 10, (all_correct + 9 * two_correct) / 10
   assert report.label_fit(json.loads((out / 'lsc' / 'results.json').read_text())) == (
-      pytest.approx(lsc_accuracy), pytest.approx(lsc_share))
+      pytest.approx(lsc_accuracy), pytest.approx(lsc_share), 10)
   text = open(report.write_report(str(out))[0]).read()
   assert '## Fit to the clients\' labels' in text
   assert (f'| fedavg | 1 | 90.00 | {100 * two_correct:.2f} | '
@@ -575,3 +588,100 @@ def test_fit_to_the_clients_labels_beside_the_share_that_is_correct(tmp_path):
   assert (f'| lsc | 1 | {100 * lsc_accuracy:.2f} | {100 * lsc_share:.2f} | '
           f'{100 * (lsc_accuracy - lsc_share):+.2f} |') in text
   assert report.label_fit({'rounds': _rounds([0.5]), 'client_noise_rates': _RATES}) is None
+
+
+def _captured(monkeypatch, module):
+  """The figures ``module.save`` is given, kept open instead of written."""
+  figures = []
+  monkeypatch.setattr(module, 'save', lambda fig, path: figures.append(fig))
+  return figures
+
+
+def test_figures_are_vector_too_and_the_same_bytes_each_time(tmp_path):
+  out = tmp_path / 'grid'
+  _write_grid(out)
+  _, figures = report.write_report(str(out))
+  vectors = {name: (out / name.replace('.png', '.pdf')).read_bytes() for name in figures}
+  for name in figures:
+    _assert_png(out / name)
+    assert str(tmp_path).encode() not in vectors[name]  # Nor a machine's path.
+  report.write_report(str(out))  # No date in them: a report written again is unchanged.
+  assert {name: (out / name.replace('.png', '.pdf')).read_bytes()
+          for name in figures} == vectors
+
+
+def test_accuracy_bands_are_mean_and_std_over_seeds_in_percent_with_display_names(
+    monkeypatch):
+  """Not min to max: the band is the mean ± the population std of the seeds (as the
+  tables), in %; methods by display name, told apart by marker and line style too."""
+  seeds = [_accuracies(seed, 0.0) for seed in (0, 1, 2)]
+  curves = {'fedavg': [list(enumerate(a, 1)) for a in seeds],
+            'forward_correction': [list(enumerate(a, 1)) for a in seeds[:2]]}
+  figures = _captured(monkeypatch, report)
+  report.plot_accuracy({'(ρ, τ) = (0.5, 0.3)': curves, 'other': curves}, 'unused.png',
+                       {'other': {'forward_correction': {'prestopping switch': [5, 6]}}})
+  fig, = figures
+  values = 100 * np.array(seeds)
+  first = fig.axes[0]
+  np.testing.assert_allclose(first.lines[0].get_ydata(), values.mean(axis=0))
+  band = first.collections[0].get_paths()[0].vertices[:, 1]
+  mean, std = values.mean(axis=0), values.std(axis=0)
+  np.testing.assert_allclose(band.max(), (mean + std).max())
+  np.testing.assert_allclose(band.min(), (mean - std).min())
+  assert not np.isclose(band.max(), values.max())  # Not the seeds' maximum.
+  assert [line.get_xdata()[0] for line in fig.axes[1].lines[2:]] == [5, 6]
+  assert [t.get_text() for t in fig.legends[0].get_texts()] == [
+      'FedAvg (3 seeds)', 'Forward correction (2 seeds)',
+      'Forward correction: prestopping switch, one line per seed']
+  fedavg, correction = first.lines[:2]
+  assert fedavg.get_marker() != correction.get_marker()
+  assert fedavg.get_linestyle() != correction.get_linestyle()
+  assert fedavg.get_color() != correction.get_color()
+  assert first.get_ylabel() == 'test accuracy (%)'
+  assert first.get_title() == '(ρ, τ) = (0.5, 0.3)'
+
+
+def test_every_method_has_its_own_display_name_from_the_registry():
+  names = {name: methods.display_name(name) for name in methods.METHODS}
+  assert names['fedavg'] == 'FedAvg' and names['fedefc'] == 'FedEFC'
+  assert names['fedds_fedprox'] == 'FedProx + FedDS'
+  assert all(names.values()) and len(set(names.values())) == len(names)
+  assert methods.display_name('not_registered') == 'not_registered'
+
+
+def test_scatter_points_are_jittered_with_a_fit_line(monkeypatch):
+  """Clients with the same true rate stay visible; the fit is the least-squares line."""
+  x, y = [0.2] * 5 + [0.6] * 5, [0.1, 0.15, 0.2, 0.1, 0.2, 0.5, 0.55, 0.6, 0.5, 0.6]
+  figures = _captured(monkeypatch, reporting)
+  reporting.plot_scatter({'seed 0': (x, y)}, 'true noise rate', 'estimate', 't', 'p.png',
+                         diagonal=True)
+  ax = figures[0].axes[0]
+  shown = ax.collections[0].get_offsets()
+  assert len(set(shown[:, 0])) == 10  # Ten distinct positions from two values.
+  assert np.all(np.abs(shown[:, 0] - x) <= reporting.JITTER * 0.4 + 1e-12)
+  slope, intercept = np.polyfit(x, y, 1)
+  fit = ax.lines[0]
+  np.testing.assert_allclose(fit.get_ydata(), intercept + slope * np.array([0.2, 0.6]))
+  assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+      'seed 0', f'least-squares fit (slope {slope:.2f})', 'y = x']
+
+
+def test_a_shorter_run_names_the_window_its_last_10_covers(tmp_path):
+  out = tmp_path / 'cmp'
+  for method in ('fedavg', 'lsc'):
+    _write(out / method, method, _accuracies(0, 0.0)[:4])
+  with open(out / 'comparison.csv', 'w', newline='') as f:
+    csv.writer(f).writerows([['method', 'final_accuracy', 'last10_accuracy'],
+                             ['fedavg', 0.5, 0.5], ['lsc', 0.5, 0.5]])
+  text = open(report.write_report(str(out))[0]).read()
+  assert 'mean of the last 4 evaluated rounds' in text and '| final | last 4 |' in text
+  assert 'Both are means over the last 4 trained rounds' in text
+  assert 'last 10' not in text
+
+
+def test_the_noise_model_of_data_given_in_python_is_named_as_such():
+  noise = lambda dataset, name: report._setup_items(
+      {'data': {'dataset': dataset}, 'noise': {'name': name}})['Noise model']
+  assert noise('custom', 'none') == 'the labels as given in Python'
+  assert noise('custom', 'symmetric') == 'symmetric, flipping the labels given in Python'
+  assert noise('digits', 'symmetric') == 'symmetric'

@@ -162,7 +162,8 @@ def test_an_unstated_metric_is_reported_in_the_protocols_reading(toy, tmp_path, 
   paper_table.render(w, {'sym0.2': {'fedavg': [run]}}, table.study('cpu'))
   text = '\n'.join(w.lines)
   assert 'ours in the metric this project reads it as (last round)' in text
-  assert '| paper (unstated) | ours (final) | ours (last10) | ours (best) |' in text
+  # A run of one evaluated round: its "last 10" is named by the window it covers.
+  assert '| paper (unstated) | ours (final) | ours (last 1) | ours (best) |' in text
   assert '| Sym. 0.2 | fedavg (FedAvg) | 80.00 | 60.00 | 65.00 | 70.00 | 1 |' in text
   (tmp_path / 'toy.yaml').write_text(protocol.replace('metric_reading: final',
                                                       'metric_reading: first'))

@@ -33,7 +33,7 @@ from tff_noisy.methods import maskedoptim
 from tff_noisy.methods import moon
 from tff_noisy.methods import robust_losses
 from tff_noisy.methods import scaffold
-from tff_noisy.methods.common import MethodSpec
+from tff_noisy.methods.common import MethodSpec, display_name
 from tff_noisy.params import Params
 
 # The registry: one line per method folder, in the order `tff-noisy list` shows them.

@@ -1,5 +1,6 @@
-"""What every method folder builds on: its registry entry (``MethodSpec``) and the
-parameter groups several methods share (FedProx's proximal term). TensorFlow-free."""
+"""What every method folder builds on: its registry entry (``MethodSpec``), the name figures
+give it (``display_name``) and the parameter groups several methods share (FedProx's
+proximal term). TensorFlow-free."""
 
 import dataclasses
 
@@ -18,10 +19,18 @@ class MethodSpec(registry.Entry):
   off_device: str = ''
   # How its diagnostics appear in ``tff-noisy report`` (``reporting.Section`` objects).
   report_sections: tuple = ()
+  # How figures name it (FedAvg, FedEFC, ...); its registry name if ''.
+  display: str = ''
 
   def listing(self) -> str:
     return self.summary + (' (needs data.public_fraction > 0)' if self.needs_public_split
                            else '')
+
+
+def display_name(name: str) -> str:
+  """How figures name method ``name``: its registry entry's ``display``, else the name."""
+  from tff_noisy.methods import METHODS  # pylint: disable=g-import-not-at-top  (imports this)
+  return (METHODS[name].display if name in METHODS else '') or name
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,7 +1,9 @@
 """Everything ``tff-noisy report`` writes, in one package; never TensorFlow.
 
 - this module: the building blocks, a run as the report sees it (:class:`Run`), the
-  Markdown writer, number formats, figures (matplotlib's Agg, imported only to draw) and
+  Markdown writer, number formats, figures (matplotlib's Agg, imported only to draw; each
+  a PNG at print resolution with a PDF beside it, each series with its own colour from a
+  colour-blind-safe palette, marker and line style) and
   :class:`Section`, the part of the report a method's diagnostics render (each method
   folder's ``report.py`` holds its sections, listed in its registry entry);
 - ``report``: the report of a run, compare or grid directory (``write_report``);
@@ -151,9 +153,48 @@ class Estimate:
   diagonal: bool = False  # Its scatter draws y = x (an estimate of the noise rate itself).
 
 
+def evaluated_window(results: dict, last: int = 10) -> int:
+  """How many evaluated rounds a run's "last 10" mean covers (fewer in a shorter run)."""
+  evaluated = [r for r in results.get('rounds', []) if r.get('test_accuracy') is not None]
+  return min(last, len(evaluated))
+
+
+def last_label(windows, last: int = 10) -> str:
+  """'last 10', or the rounds shorter runs' "last 10" cover ('last 4', 'last 4-10')."""
+  windows = sorted(set(windows))
+  if windows in ([], [last]):
+    return f'last {last}'
+  return f'last {windows[0]}' + (f'-{windows[-1]}' if len(windows) > 1 else '')
+
+
+def window_label(runs: List['Run'], last: int = 10) -> str:
+  """``last_label`` of the finished runs' evaluated rounds."""
+  return last_label([evaluated_window(run.results, last) for run in runs if run.finished],
+                    last)
+
+
+# Figures: PNG at print resolution, and the same figure as a vector PDF beside it.
+DPI = 300
+VECTOR = 'pdf'
+# Okabe & Ito's colour-blind-safe palette (yellow last: faint on white).
+PALETTE = ('#000000', '#E69F00', '#56B4E9', '#009E73', '#0072B2', '#D55E00', '#CC79A7',
+           '#F0E442')
+MARKERS = ('o', 's', '^', 'D', 'v', 'P', 'X', '*')
+LINESTYLES = ('-', '--', '-.', ':', (0, (5, 1)), (0, (3, 1, 1, 1, 1, 1)))
+
+
+def style(index: int) -> dict:
+  """Colour, marker and line style of series ``index``: no two of the first 24 share all
+  three, and each is told apart by its marker and line style without colour."""
+  return {'color': PALETTE[index % len(PALETTE)], 'marker': MARKERS[index % len(MARKERS)],
+          'linestyle': LINESTYLES[index % len(LINESTYLES)]}
+
+
 def pyplot():
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')
+  matplotlib.rcParams.update({'pdf.fonttype': 42, 'font.size': 8, 'axes.titlesize': 8,
+                              'legend.fontsize': 7})
   from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
   return plt
 
@@ -163,32 +204,67 @@ def slug(*parts) -> str:
   return re.sub(r'[^A-Za-z0-9._-]+', '_', text)
 
 
+def vector_path(path: str) -> str:
+  """Where ``save`` writes the vector copy of the PNG at ``path``."""
+  return os.path.splitext(path)[0] + '.' + VECTOR
+
+
 def save(fig, path: str) -> None:
-  """Writes ``fig`` as the PNG ``path``, whole or not at all (``files.write_file``)."""
-  fig.tight_layout()
-  content = io.BytesIO()
-  fig.savefig(content, format='png', dpi=100)
+  """Writes ``path`` (PNG, ``DPI``) and its vector copy, each whole or not at all
+  (``files.write_file``); both the same bytes for the same figure (no dates)."""
+  png, vector = io.BytesIO(), io.BytesIO()
+  fig.savefig(png, format='png', dpi=DPI, bbox_inches='tight', metadata={'Software': None})
+  fig.savefig(vector, format=VECTOR, bbox_inches='tight',
+              metadata={'CreationDate': None, 'Creator': None, 'Producer': None})
   pyplot().close(fig)
-  files.write_file(path, content.getvalue())
+  files.write_file(path, png.getvalue())
+  files.write_file(vector_path(path), vector.getvalue())
+
+
+def jitter(values, spread: float, seed: int) -> np.ndarray:
+  """``values`` moved by up to ``spread`` either way (seeded: the same figure each time),
+  so points with equal values stay visible."""
+  values = np.asarray(values, np.float64)
+  return values + np.random.default_rng(seed).uniform(-spread, spread, len(values))
+
+
+JITTER = 0.015  # Of each axis' range, either way.
+
+
+def _spread(values: np.ndarray) -> float:
+  """``JITTER`` of the values' range (of 1 if they are all equal)."""
+  return JITTER * (float(np.ptp(values)) or 1.0) if len(values) else 0.0
 
 
 def plot_scatter(points: Dict[str, Tuple[list, list]], xlabel: str, ylabel: str,
                  title: str, path: str, diagonal: bool) -> None:
-  """One series per label (a seed); ``diagonal`` draws y = x."""
+  """One series per label (a seed), each point jittered by up to ``JITTER`` of each
+  axis' range, with the least-squares line over all points; ``diagonal`` draws y = x."""
   plt = pyplot()
-  fig, ax = plt.subplots(figsize=(5, 4))
-  for label, (x, y) in points.items():
-    ax.scatter(x, y, s=18, alpha=0.75, label=label)
+  fig, ax = plt.subplots(figsize=(3.4, 2.8))
+  xs = np.array([v for x, _ in points.values() for v in x], np.float64)
+  ys = np.array([v for _, y in points.values() for v in y], np.float64)
+  for i, (label, (x, y)) in enumerate(points.items()):
+    look = style(i)
+    ax.scatter(jitter(x, _spread(xs), 2 * i), jitter(y, _spread(ys), 2 * i + 1), s=14,
+               alpha=0.75, color=look['color'], marker=look['marker'], label=label,
+               linewidths=0)
+  if len(xs) > 1 and np.ptp(xs) > 0:
+    slope, intercept = np.polyfit(xs, ys, 1)
+    ends = np.array([xs.min(), xs.max()])
+    ax.plot(ends, intercept + slope * ends, color='#555555', linewidth=1.2,
+            label=f'least-squares fit (slope {slope:.2f})')
   if diagonal:
-    values = [v for x, y in points.values() for v in list(x) + list(y)]
+    values = list(xs) + list(ys)
     low, high = min(values + [0.0]), max(values + [1e-9])
-    ax.plot([low, high], [low, high], color='gray', linestyle='--', linewidth=1)
+    ax.plot([low, high], [low, high], color='gray', linestyle='--', linewidth=1,
+            label='y = x')
   ax.set_xlabel(xlabel)
   ax.set_ylabel(ylabel)
-  ax.set_title(title, fontsize=10)
+  ax.set_title(title)
   ax.grid(alpha=0.3)
   if points:
-    ax.legend(fontsize=8)
+    ax.legend()
   save(fig, path)
 
 
@@ -209,6 +285,11 @@ class Section:
     """One line per thing the run estimated, scored against the truth (``compare``)."""
     del results
     return []
+
+  def events(self, results: dict) -> Dict[str, int]:
+    """Rounds to mark on the accuracy curves, by what happened (FedEFC's switch)."""
+    del results
+    return {}
 
   def render(self, w: Writer, groups: Dict[Optional[str], Dict[str, List[Run]]]) -> None:
     """Adds this section to ``w`` for the finished runs, setting -> method -> runs."""

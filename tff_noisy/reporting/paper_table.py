@@ -36,12 +36,15 @@ def render(w: reporting.Writer, groups: dict, paper: dict) -> None:
   the methods rank as in the paper."""
   reading = paper.get('metric_reading')
   metric = paper['metric'] if paper['metric'] in METRICS else reading or 'last10'
+  window = reporting.window_label([r for methods in groups.values()
+                                   for runs in methods.values() for r in runs])
+  what = {**METRICS, 'last10': METRICS['last10'].replace('last 10', window)}
   if metric == paper['metric']:
-    ours = f'ours in the same metric ({METRICS[metric]})'
+    ours = f'ours in the same metric ({what[metric]})'
   elif reading:  # The paper does not say which round; the protocol reads it as one.
-    ours = f'ours in the metric this project reads it as ({METRICS[metric]})'
+    ours = f'ours in the metric this project reads it as ({what[metric]})'
   else:  # The paper does not say which round it reports.
-    ours = f'ours: the {METRICS[metric]}'
+    ours = f'ours: the {what[metric]}'
   w.add(f'## Beside the paper: {paper["paper"]} {paper["cite"]}', '')
   w.add(f'{paper["citation"]}. {paper["caption"]} The paper\'s metric: '
         f'{paper["metric"]} ({paper["metric_note"] or "no definition given"}); {ours}, '
@@ -85,8 +88,8 @@ def render(w: reporting.Writer, groups: dict, paper: dict) -> None:
       by_ours = sorted(both, key=lambda m: -ours[m][0])
       rankings.append([label, ' > '.join(by_paper), ' > '.join(by_ours),
                        'yes' if by_paper == by_ours else 'no'])
-  w.table(['setting', 'method (paper row)', f'paper ({paper["metric"]})',
-            f'ours ({metric})'] + [f'ours ({m})' for m in also] + ['seeds'], rows)
+  w.table(['setting', 'method (paper row)', f'paper ({paper["metric"]})'] +
+          [f'ours ({_label(m, window)})' for m in [metric] + also] + ['seeds'], rows)
   if gaps:
     w.add(f'Method minus {paper["baseline"]} (points, in the paper\'s metric); per seed, '
           f'the method and {paper["baseline"]} ran on the same data; ours: the mean over '
@@ -104,6 +107,11 @@ def render(w: reporting.Writer, groups: dict, paper: dict) -> None:
           f'accuracy falling from its best round by at least {REGIME_FALL:g} points by the '
           'last (mean over seeds):', '')
     w.table(['setting', 'best', 'last round', 'fall (points)', 'in the regime'], regime)
+
+
+def _label(metric: str, window: str) -> str:
+  """A metric's column name: the actual window for a "last 10" shorter runs cover."""
+  return window if metric == 'last10' and window != 'last 10' else metric
 
 
 def _paired_gaps(runs, baseline_runs, metric: str) -> dict:

@@ -2,8 +2,9 @@
 
 Reads only what the commands leave on disk (``results.json``, ``comparison.csv``,
 ``grid.csv``, the lock and checkpoint directory names) and draws with matplotlib's Agg
-backend; it never imports TensorFlow. Writes ``DIR/report.md`` and ``DIR/report-*.png``;
-``publish`` copies a compare or grid with its runs' results to a folder to commit.
+backend; it never imports TensorFlow. Writes ``DIR/report.md`` and ``DIR/report-*.png``,
+each figure also as ``DIR/report-*.pdf`` (``reporting.VECTOR``); ``publish`` copies a
+compare or grid with its runs' results to a folder to commit.
 
 Layouts (as ``experiments/run.py`` writes them):
   run      DIR/results.json
@@ -20,17 +21,20 @@ import json
 import os
 import re
 import socket
+import textwrap
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
 from tff_noisy import files
 from tff_noisy import methods as registry
+from tff_noisy import reporting
 from tff_noisy.errors import UserError, os_reason
+from tff_noisy.methods import display_name
 from tff_noisy.reporting import paper_table
-from tff_noisy.reporting import (Estimate, Run, Writer, mean_std, num, pct,
-                                 pearson, plot_scatter, pyplot, save, scalars, seed_label,
-                                 slug, weights_estimate)
+from tff_noisy.reporting import (Estimate, Run, Writer, mean_std, num, pct, pearson,
+                                 plot_scatter, pyplot, save, scalars, seed_label, slug,
+                                 style, weights_estimate, window_label)
 from tff_noisy.simulation import results as results_lib
 from tff_noisy.simulation import run_dir
 from tff_noisy.simulation import studies
@@ -256,26 +260,56 @@ def estimated_summary(results: dict) -> List[str]:
 # ---------------------------------------------------------------------------- figures
 
 
-def plot_accuracy(curves: Dict[str, List[List[Tuple[int, float]]]], title: str,
-                  path: str) -> None:
-  """Mean test accuracy per method; with several seeds a min-max band around it."""
+def events(results: dict) -> Dict[str, int]:
+  """The rounds the method's report sections mark on the accuracy curves, by what
+  happened (FedEFC's prestopping switch)."""
+  found = {}
+  for section in registry.report_sections():
+    found.update(section.events(results))
+  return found
+
+
+def plot_accuracy(panels: Dict[str, Dict[str, List[List[Tuple[int, float]]]]], path: str,
+                  marks: Optional[Dict[str, Dict[str, Dict[str, List[int]]]]] = None
+                  ) -> None:
+  """Test accuracy (%) per round, one panel per setting (title -> method -> each seed's
+  curve): the mean over seeds with a band of ± one std over seeds (population std, as the
+  tables); each method by display name, with the same colour, marker and line style in
+  every panel. ``marks`` (title -> method -> what -> each seed's round) draws a dotted
+  line at each round, in the method's colour, named in the legend."""
   plt = pyplot()
-  fig, ax = plt.subplots(figsize=(6.5, 4))
-  for method, runs in curves.items():
-    rounds = sorted(set.intersection(*(set(r for r, _ in points) for points in runs)))
-    if not rounds:
-      continue
-    values = np.array([[dict(points)[r] for r in rounds] for points in runs])
-    line, = ax.plot(rounds, values.mean(axis=0),
-                    label=method if len(runs) == 1 else f'{method} ({len(runs)} seeds)')
-    if len(runs) > 1:
-      ax.fill_between(rounds, values.min(axis=0), values.max(axis=0),
-                      color=line.get_color(), alpha=0.2, linewidth=0)
-  ax.set_xlabel('round')
-  ax.set_ylabel('test accuracy')
-  ax.set_title(title, fontsize=10)
-  ax.grid(alpha=0.3)
-  ax.legend(fontsize=8)
+  methods = list(dict.fromkeys(m for curves in panels.values() for m in curves))
+  fig, axes = plt.subplots(1, len(panels), squeeze=False, sharey=True,
+                           figsize=(3.3 * len(panels) if len(panels) > 1 else 4.6, 2.9))
+  legend = {}
+  for ax, (title, curves) in zip(axes[0], panels.items()):
+    for method, runs in curves.items():
+      rounds = sorted(set.intersection(*(set(r for r, _ in points) for points in runs)))
+      if not rounds:
+        continue
+      index, look = methods.index(method), style(methods.index(method))
+      values = 100 * np.array([[dict(points)[r] for r in rounds] for points in runs])
+      mean, std = values.mean(axis=0), values.std(axis=0)
+      every = max(1, len(rounds) // 8)
+      label = display_name(method) + (f' ({len(runs)} seeds)' if len(runs) > 1 else '')
+      legend[label], = ax.plot(rounds, mean, linewidth=1.1, markersize=3.5,
+                               markevery=(index * every // len(methods), every), **look)
+      if len(runs) > 1:
+        ax.fill_between(rounds, mean - std, mean + std, color=look['color'], alpha=0.15,
+                        linewidth=0)
+      for what, at in ((marks or {}).get(title, {}).get(method) or {}).items():
+        for round_num in at:
+          line = ax.axvline(round_num, color=look['color'], linestyle=':', linewidth=1)
+        legend.setdefault(f'{display_name(method)}: {what}, one line per seed', line)
+    ax.set_xlabel('round')
+    ax.set_title(textwrap.fill(title, 48))
+    ax.grid(alpha=0.3)
+  axes[0][0].set_ylabel('test accuracy (%)')
+  if legend:
+    columns = min(len(legend), 2 if len(panels) == 1 else 4)
+    fig.legend(list(legend.values()), list(legend), loc='upper center', frameon=False,
+               bbox_to_anchor=(0.5, 0.0), ncol=columns)
+  fig.tight_layout()
   save(fig, path)
 
 
@@ -355,7 +389,7 @@ def _intro(w: Writer, layout: Layout) -> None:
             'setting and seed ran on the same data.')
   # No directory beyond the title's name: a report travels (it may be committed elsewhere).
   w.add(what, '', 'Written by `tff-noisy report`; the figures are the `report-*.png` files '
-        'next to this file.', '')
+        'next to this file, each also as a PDF for print (`report-*.pdf`).', '')
   unfinished = [r for r in layout.runs if not r.finished]
   if layout.lock:  # 'running: PID ...', 'interrupted: PID ...' or 'locked ...'.
     state, _, holder = layout.lock.partition(': ')
@@ -405,7 +439,11 @@ def _setup_items(config: dict) -> Dict[str, str]:
     items['Data'] = f'{data.get("dataset")}{subset}'
   if partition:
     items['Partition'] = f'{partition.get("name")}, {partition.get("num_clients")} clients'
-  if noise:
+  if data.get('dataset') == 'custom':  # Data given in Python: its labels as given.
+    items['Noise model'] = (
+        'the labels as given in Python' if noise.get('name') in (None, 'none') else
+        f'{noise.get("name")}, flipping the labels given in Python')
+  elif noise:
     items['Noise model'] = str(noise.get('name'))
   if model:
     items['Model'] = str(model.get('name'))
@@ -527,6 +565,8 @@ def _accuracy_section(w: Writer, layout: Layout, groups) -> None:
     return
   w.add('## Test accuracy', '')
   several = any(len(runs) > 1 for methods in groups.values() for runs in methods.values())
+  window = window_label([r for methods in groups.values() for runs in methods.values()
+                         for r in runs])
   if layout.kind == 'run':
     run = next(iter(next(iter(groups.values())).values()))[0]
     final, last10 = run.results.get('final_accuracy'), run.results.get('last10_accuracy')
@@ -534,13 +574,13 @@ def _accuracy_section(w: Writer, layout: Layout, groups) -> None:
     if final is None:
       w.add(f'No evaluated round ({rounds}).', '')
     else:
-      w.add(f'Final test accuracy {pct(mean_std([final]))}%, mean of the last 10 '
+      w.add(f'Final test accuracy {pct(mean_std([final]))}%, mean of the {window} '
             f'evaluated rounds {pct(mean_std([last10]))}%, after {rounds}. '
             + _best_round(run.results, final), '')
   else:
-    w.add('Test accuracy (%) after the last round and mean of the last 10 evaluated rounds'
-          + (', mean ± std over seeds (population std, as `grid.csv`).' if several else '.'),
-          '')
+    w.add(f'Test accuracy (%) after the last round and mean of the {window} evaluated '
+          'rounds' + (', mean ± std over seeds (population std, as `grid.csv`).'
+                      if several else '.'), '')
     rows = []
     for setting, methods in groups.items():
       for method, runs in methods.items():
@@ -549,25 +589,48 @@ def _accuracy_section(w: Writer, layout: Layout, groups) -> None:
             pct(mean_std(r.results.get('final_accuracy') for r in runs)),
             pct(mean_std(r.results.get('last10_accuracy') for r in runs))])
     w.table((['setting'] if layout.kind == 'grid' else []) +
-            ['method', 'seeds', 'final', 'last 10'], rows)
-  for setting, methods in groups.items():
+            ['method', 'seeds', 'final', window], rows)
+  panels, marks, marked = {}, {}, []
+  order = list((layout.paper or {}).get('settings') or {})  # A paper's table: its order.
+  for setting, methods in sorted(groups.items(), key=lambda item: (
+      order.index(item[0]) if item[0] in order else len(order))):
     curves = {m: [curve(r.results) for r in runs] for m, runs in methods.items()}
     curves = {m: c for m, c in curves.items() if all(c)}
     if not curves:
       continue
-    band = ' Band: min to max over seeds.' if any(len(c) > 1 for c in curves.values()) else ''
-    if setting is not None:
-      w.add(f'Setting {_setting_title(layout, setting)}: test accuracy per round, mean '
-            f'over seeds.{band}', '')
-    title = 'test accuracy' + (f' - {layout.settings.get(setting) or setting}'
-                               if setting is not None else '')
-    plot_accuracy(curves, title, w.figure(slug('report-accuracy', setting) + '.png',
-                                          f'test accuracy per round {setting or ""}'.strip()))
+    title = _panel_title(layout, setting)
+    panels[title] = curves
+    for method, runs in methods.items():
+      for run in runs:
+        for what, round_num in events(run.results).items():
+          marks.setdefault(title, {}).setdefault(method, {}).setdefault(what, []).append(
+              round_num)
+      for what, at in (marks.get(title, {}).get(method) or {}).items():
+        where = f'{setting}: ' if setting is not None else ''
+        marked.append(f'{method}\'s {what} ({where}round{"s" if len(at) > 1 else ""} '
+                      f'{", ".join(map(str, at))})')
+  if not panels:
+    return
+  only = next(iter(groups)) if len(groups) == 1 else None
+  where = (', one panel per setting (the settings\' overrides: Setup)' if len(panels) > 1
+           else f', setting {_setting_title(layout, only)}' if only is not None else '')
+  w.add('Test accuracy (%) per round' + (', mean over seeds' if several else '') + where +
+        '.' + (' Band: ± one std over seeds (population std, as the tables).'
+               if several else '') +
+        (f' Dotted lines: {"; ".join(marked)}.' if marked else ''), '')
+  plot_accuracy(panels, w.figure('report-accuracy.png', 'test accuracy per round'), marks)
 
 
-def label_fit(results: dict, last: int = 10) -> Optional[Tuple[float, float]]:
-  """(clients' training accuracy, correct share of their labels) over a run's last
-  ``last`` trained rounds, or None without the records.
+def _panel_title(layout: Layout, setting: Optional[str]) -> str:
+  """A setting's name in figures: the paper's label of it, else its directory name."""
+  if setting is None:
+    return ''
+  return ((layout.paper or {}).get('settings') or {}).get(setting) or setting
+
+
+def label_fit(results: dict, last: int = 10) -> Optional[Tuple[float, float, int]]:
+  """(clients' training accuracy, correct share of their labels, rounds) over a run's
+  last ``last`` trained rounds (fewer in a shorter run), or None without the records.
 
   The training accuracy is the round's example-weighted running accuracy of local
   training on the labels the clients trained on; the correct share is 1 - the realised
@@ -588,19 +651,20 @@ def label_fit(results: dict, last: int = 10) -> Optional[Tuple[float, float]]:
   if not pairs:
     return None
   accuracy, share = np.mean(pairs[-last:], axis=0)
-  return float(accuracy), float(share)
+  return float(accuracy), float(share), len(pairs[-last:])
 
 
 def _label_fit_section(w: Writer, layout: Layout, groups) -> None:
   """Whether the clients fit their noisy labels: their training accuracy beside the
   share of their labels that are correct (``label_fit``), per method."""
-  rows = []
+  rows, windows = [], set()
   for setting, methods in groups.items():
     for method, runs in methods.items():
       fits = [fit for fit in (label_fit(r.results) for r in runs) if fit is not None]
       if not fits:
         continue
-      accuracy, share = np.array(fits).T
+      accuracy, share, counts = np.array(fits).T
+      windows.update(int(n) for n in counts)
       rows.append(([setting] if layout.kind == 'grid' else []) + [
           method, len(fits), pct(mean_std(accuracy)), pct(mean_std(share)),
           f'{100 * np.mean(accuracy - share):+.2f}'])
@@ -610,11 +674,12 @@ def _label_fit_section(w: Writer, layout: Layout, groups) -> None:
   w.add('Training accuracy: the running accuracy of local training (all local steps, '
         'training mode) on the labels the clients trained on, weighted by their examples; '
         'correct share: the share of those clients\' given labels that are right (1 - '
-        'their realised noise rate, weighted alike). Both are means over the last 10 '
-        'trained rounds, then mean ± std over seeds (%). On the given labels, a training '
-        'accuracy above the correct share means the clients fit wrong labels (at least '
-        'the difference); a method that relabels or selects examples trains on other '
-        'labels or fewer, and its accuracy is on those.', '')
+        'their realised noise rate, weighted alike). Both are means over the '
+        f'{reporting.last_label(windows)} trained rounds, then mean ± std over seeds (%). '
+        'On the given labels, a training accuracy above the correct share means the '
+        'clients fit wrong labels (at least the difference); a method that relabels or '
+        'selects examples trains on other labels or fewer, and its accuracy is on those.',
+        '')
   w.table((['setting'] if layout.kind == 'grid' else []) +
           ['method', 'seeds', 'training accuracy', 'correct share', 'difference (points)'],
           rows)
@@ -679,7 +744,9 @@ def _estimates_section(w: Writer, layout: Layout, groups) -> None:
   w.add('Each point is a client: its true noise rate against what the method estimated. '
         'A noise estimate or a noisy flag should rise with the true rate (r near +1); a '
         'reliability or an aggregation weight should fall (r near -1). r is the Pearson '
-        'correlation over the clients with an estimate.', '')
+        'correlation over the clients with an estimate. In the figures each point is moved '
+        f'by up to {100 * reporting.JITTER:g}% of each axis\' range so that equal values stay '
+        'visible, and the solid line is the least-squares fit over all of them.', '')
   for setting, method, key, items in found:
     label, where = items[0][1].label, items[0][1].where
     heading = f'### {method}: {label}'
@@ -705,7 +772,7 @@ def _estimates_section(w: Writer, layout: Layout, groups) -> None:
             ([recorded[0]] if recorded else []), rows)
     if len(rs) > 1:
       w.add(f'Mean r over seeds: {np.mean(rs):.3f}.', '')
-    plot_scatter(points, 'true noise rate', label, f'{method}: {label}',
+    plot_scatter(points, 'true noise rate', label, f'{display_name(method)}: {label}',
                  w.figure(slug('report', setting, method, key) + '.png',
                           f'{method} {label} vs true noise rate'),
                  diagonal=items[0][1].diagonal)

@@ -40,10 +40,9 @@ MANIFEST_FILE = 'manifest.json'  # A study's plan (``studies.write_manifest``).
 # run's results, ``evaluate``'s, ``report``'s and ``export``'s files, a study's tables
 # and the record ``report --publish`` leaves in a folder it published to.
 _FILES = (LOCK_FILE, results.RESULTS_FILE, results.METRICS_FILE, results.WEIGHTS_FILE,
-          'evaluation.json', 'report.md', 'report-*.png', 'model_*.tflite', 'model_*.json',
-          'client_training.tflite', 'client_training.json', MANIFEST_FILE,
-          'comparison.csv', 'comparison.png', 'grid.csv', 'grid.md',
-          'published.json')
+          'evaluation.json', 'report.md', 'report-*.png', 'report-*.pdf', 'model_*.tflite',
+          'model_*.json', 'client_training.tflite', 'client_training.json', MANIFEST_FILE,
+          'comparison.csv', 'comparison.png', 'grid.csv', 'grid.md', 'published.json')
 # Folders it writes, with what it writes inside them.
 _FOLDERS = {'checkpoints': ('round_[0-9]*', '.round_*'), 'tb': ('events.out.tfevents.*',),
             'logs': ('*.log',)}

@@ -24,5 +24,5 @@ SPECS = {
         'issues cleanlab finds with k-fold probabilities of its own data',
         ConfidentLearningParams,
         'tff_noisy.methods.confident_learning.algorithm:ConfidentLearning',
-        report_sections=report.SECTIONS),
+        report_sections=report.SECTIONS, display='Confident learning'),
 }

@@ -30,5 +30,6 @@ SPECS = {
                              CoTeachingParams,
                              'tff_noisy.methods.coteaching.algorithm:CoTeaching',
                              off_device='it trains two networks with a cross-selection '
-                             'coupling the examples of a batch (Co-teaching)'),
+                             'coupling the examples of a batch (Co-teaching)',
+                             display='Co-teaching'),
 }

@@ -80,5 +80,5 @@ SPECS = {
         FedCorrParams, 'tff_noisy.methods.fedcorr.algorithm:FedCorr',
         off_device="its clients return their local model's outputs and train an adaptive "
         'proximal term the server sets per client',
-        report_sections=report.SECTIONS),
+        report_sections=report.SECTIONS, display='FedCorr'),
 }

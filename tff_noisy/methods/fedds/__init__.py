@@ -39,8 +39,9 @@ _ALGORITHM = 'tff_noisy.methods.fedds.algorithm:FedDS'
 SPECS = {
     'fedds': MethodSpec('FedDS: Dawid-Skene client reliabilities as weights', FedDSParams,
                         _ALGORITHM, needs_public_split=True,
-                        report_sections=report.SECTIONS),
+                        report_sections=report.SECTIONS, display='FedDS'),
     'fedds_fedprox': MethodSpec('FedDS over FedProx local training', FedDSProxParams,
                                 _ALGORITHM, needs_public_split=True,
-                                report_sections=report.SECTIONS),
+                                report_sections=report.SECTIONS,
+                                display='FedProx + FedDS'),
 }

@@ -62,9 +62,9 @@ _ALGORITHM = 'tff_noisy.methods.fedefc.algorithm:'
 SPECS = {
     'fedefc': MethodSpec('FedEFC: prestopping, then confident-joint forward correction',
                          FedEFCParams, _ALGORITHM + 'FedEFC',
-                         report_sections=report.SECTIONS),
+                         report_sections=report.SECTIONS, display='FedEFC'),
     'forward_correction': MethodSpec(
         'Forward correction (Patrini anchors) after the FedEFC prestopping switch',
         ForwardCorrectionParams, _ALGORITHM + 'ForwardCorrection',
-        report_sections=report.SECTIONS),
+        report_sections=report.SECTIONS, display='Forward correction'),
 }

@@ -55,10 +55,13 @@ class FedLNParams(NNCParams, NoiseAwareParams):
 _ALGORITHM = 'tff_noisy.methods.fedln.algorithm:'
 SPECS = {
     'fedln': MethodSpec('FedLN: NNC label correction + NA-FedAvg weighting', FedLNParams,
-                        _ALGORITHM + 'FedLN', report_sections=report.SECTIONS),
+                        _ALGORITHM + 'FedLN', report_sections=report.SECTIONS,
+                        display='FedLN'),
     'fedln_nnc': MethodSpec('FedLN: NNC kNN label correction only', NNCParams,
-                            _ALGORITHM + 'FedLNNNC', report_sections=report.SECTIONS),
+                            _ALGORITHM + 'FedLNNNC', report_sections=report.SECTIONS,
+                            display='FedLN (NNC)'),
     'fedln_nafedavg': MethodSpec('FedLN: NA-FedAvg noise-aware weighting only',
                                  NoiseAwareParams, _ALGORITHM + 'FedLNNAFedAvg',
-                                 report_sections=report.SECTIONS),
+                                 report_sections=report.SECTIONS,
+                                 display='FedLN (NA-FedAvg)'),
 }

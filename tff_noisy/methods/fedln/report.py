@@ -4,6 +4,7 @@ estimates against the truth."""
 import functools
 
 from tff_noisy import reporting
+from tff_noisy.methods.common import display_name
 
 _CORRECTION_FIELDS = ('fraction_changed', 'precision', 'noise_before', 'noise_after',
                       'fixed', 'corrupted')
@@ -55,7 +56,8 @@ class LabelCorrectionSection(reporting.Section):
             'clients it cleaned.',
             functools.partial(reporting.plot_scatter, points, 'noise before correction',
                               'noise after correction',
-                              f'{method}: label correction per client', diagonal=True),
+                              f'{display_name(method)}: label correction per '
+                              'client', diagonal=True),
             reporting.slug('report', setting, method, 'label-correction') + '.png',
             f'{method} label correction per client'))
     w.table((['setting'] if has_setting else []) + [

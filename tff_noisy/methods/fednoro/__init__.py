@@ -43,5 +43,5 @@ SPECS = {
         FedNoRoParams, 'tff_noisy.methods.fednoro.algorithm:FedNoRo',
         off_device='its objective distils from the global model in a prologue (no device '
         'prologue)',
-        report_sections=report.SECTIONS),
+        report_sections=report.SECTIONS, display='FedNoRo'),
 }

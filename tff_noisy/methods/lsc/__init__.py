@@ -30,5 +30,5 @@ SPECS = {
                       LSCParams, 'tff_noisy.methods.lsc.algorithm:LSC',
                       off_device="its loss reads the model's penultimate features and "
                       "per-example encoder embeddings (LSC's K-similarity objective)",
-                      report_sections=report.SECTIONS),
+                      report_sections=report.SECTIONS, display='LSC'),
 }

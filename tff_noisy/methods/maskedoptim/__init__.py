@@ -64,5 +64,5 @@ SPECS = {
         'MaskedOptim: GMM noisy-client detection, masked end-to-end label correction',
         MaskedOptimParams, 'tff_noisy.methods.maskedoptim.algorithm:MaskedOptim',
         off_device='its objective trains per-example label logits beside the model',
-        report_sections=report.SECTIONS),
+        report_sections=report.SECTIONS, display='MaskedOptim'),
 }

@@ -33,9 +33,11 @@ _OFF_DEVICE = ("its loss reads the model's penultimate features and two frozen m
                '(MOON)')
 SPECS = {
     'moon': MethodSpec('MOON (baseline; Li et al. 2021): model-contrastive local term',
-                       MoonParams, _ALGORITHM + 'Moon', off_device=_OFF_DEVICE),
+                       MoonParams, _ALGORITHM + 'Moon', off_device=_OFF_DEVICE,
+                       display='MOON'),
     'fedds_moon': MethodSpec('FedDS over MOON local training (FedDS Table 4)',
                              FedDSMoonParams, _ALGORITHM + 'FedDSMoon',
                              needs_public_split=True, off_device=_OFF_DEVICE,
-                             report_sections=fedds_report.SECTIONS),
+                             report_sections=fedds_report.SECTIONS,
+                             display='MOON + FedDS'),
 }

@@ -72,11 +72,13 @@ class GCEParams(Params):
 _ALGORITHM = 'tff_noisy.methods.robust_losses.algorithm:'
 SPECS = {
     'label_smoothing': MethodSpec('Label smoothing (baseline; Müller et al. 2019)',
-                                  LabelSmoothingParams, _ALGORITHM + 'LabelSmoothing'),
+                                  LabelSmoothingParams, _ALGORITHM + 'LabelSmoothing',
+                                  display='Label smoothing'),
     'bi_tempered': MethodSpec('Bi-tempered logistic loss (baseline; Amid et al. 2019)',
-                              BiTemperedParams, _ALGORITHM + 'BiTempered'),
+                              BiTemperedParams, _ALGORITHM + 'BiTempered',
+                              display='Bi-tempered loss'),
     'sce': MethodSpec('Symmetric cross-entropy (baseline; Wang et al. 2019)',
-                      SymmetricCEParams, _ALGORITHM + 'SymmetricCE'),
+                      SymmetricCEParams, _ALGORITHM + 'SymmetricCE', display='SCE'),
     'gce': MethodSpec('Generalized cross-entropy (baseline; Zhang & Sabuncu 2018)',
-                      GCEParams, _ALGORITHM + 'GeneralizedCE'),
+                      GCEParams, _ALGORITHM + 'GeneralizedCE', display='GCE'),
 }

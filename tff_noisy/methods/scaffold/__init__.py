@@ -14,9 +14,10 @@ _OFF_DEVICE = ('it keeps a control variate per client and sends its change besid
 SPECS = {
     'scaffold': MethodSpec('SCAFFOLD (baseline; Karimireddy et al. 2020): control-variate '
                            'corrected local steps', Params, _ALGORITHM + 'Scaffold',
-                           off_device=_OFF_DEVICE),
+                           off_device=_OFF_DEVICE, display='SCAFFOLD'),
     'fedds_scaffold': MethodSpec('FedDS over SCAFFOLD local training (FedDS Table 4)',
                                  FedDSParams, _ALGORITHM + 'FedDSScaffold',
                                  needs_public_split=True, off_device=_OFF_DEVICE,
-                                 report_sections=fedds_report.SECTIONS),
+                                 report_sections=fedds_report.SECTIONS,
+                                 display='SCAFFOLD + FedDS'),
 }
