@@ -65,10 +65,10 @@ def export_run(run_dir: str, quantize: str = 'none',
 
 
 def client_setup(config, data):
-  """``(model_fn, objective, client optimizer)`` the config's clients train with."""
+  """``(model_fn, ClientProgram, client optimizer)`` the config's clients train with."""
   from tff_noisy.simulation import assembly  # pylint: disable=g-import-not-at-top
-  setup, objective = assembly.client_objective(config, data)
-  return setup.model_fn, objective, setup.client_optimizer
+  setup, program = assembly.client_program(config, data)
+  return setup.model_fn, program, setup.client_optimizer
 
 
 def export_on_device(source: str, out: Optional[str] = None) -> dict:
@@ -85,7 +85,7 @@ def export_on_device(source: str, out: Optional[str] = None) -> dict:
 
   Raises:
     FileNotFoundError: a run directory without results.json or final_weights.npz.
-    ConfigError: an objective or model that cannot train on a device (names it).
+    ConfigError: client parts or a model that cannot train on a device (names it).
   """
   # pylint: disable=g-import-not-at-top
   import tensorflow as tf
@@ -99,8 +99,8 @@ def export_on_device(source: str, out: Optional[str] = None) -> dict:
   if os.path.isfile(source):
     config = config_lib.load(source)
     data = federated_data.build_federated_data(config)
-    model_fn, objective, optimizer = client_setup(config, data)
-    training.check_objective(objective)  # Before any model is built.
+    model_fn, program, optimizer = client_setup(config, data)
+    training.check_program(program)  # Before any model is built.
     tf.keras.utils.set_random_seed(config.seed)
     model = model_fn()
     default = os.path.join(os.path.dirname(os.path.abspath(source)),
@@ -108,11 +108,11 @@ def export_on_device(source: str, out: Optional[str] = None) -> dict:
     config_hash = config.data_hash()
   else:
     results, config, data, model = assembly.load_finished_run(source)
-    _, objective, optimizer = client_setup(config, data)
+    _, program, optimizer = client_setup(config, data)
     default = os.path.join(source, 'client_training.tflite')
     config_hash = results['data_hash']
   module = training.build_training_module(
-      model, objective, optimizer, local_epochs=config.fl.local_epochs,
+      model, program, optimizer, local_epochs=config.fl.local_epochs,
       weight_decay=config.fl.weight_decay)
   tflite_bytes = training.convert_training_module(module)
   path = out or default
@@ -127,7 +127,7 @@ def export_on_device(source: str, out: Optional[str] = None) -> dict:
               'momentum': config.fl.momentum, 'local_epochs': config.fl.local_epochs,
               'batch_size': config.fl.batch_size, 'weight_decay': config.fl.weight_decay,
               'method': config.method.name,
-              'objective': training.describe_objective(objective)},
+              'objective': training.describe_program(program)},
       config_hash=config_hash)
   return {'model': str(path), 'sidecar': str(sidecar_file), 'bytes': len(tflite_bytes),
           'select_tf_ops': runtime['select_tf_ops'],

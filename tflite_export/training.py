@@ -3,21 +3,21 @@
 ``build_training_module`` wraps a Keras model in a ``tf.Module`` whose ``tf.function``
 signatures are one client's local training: its ``train`` and ``upload`` run the very
 functions of the simulation's client kernel (``tff_noisy.federated.client_step``:
-``train_step``, ``zero_if_any_non_finite``), and the objective supplies its own device
-side (``ClientObjective.device_context``, ``device_prologue``):
+``train_step``, ``zero_if_any_non_finite``) on the method's client parts, which supply
+their own device side (``client_parts.DeviceForm``: its context, start and metrics):
 
 - ``restore(w000, w001, ...)``: receive the broadcast global model (trainable then
   non-trainable variables, ``tff.learning.models.ModelWeights`` order). Also keeps a copy
   (FedProx's proximal centre and the update's reference), starts the client optimiser's
   state afresh (as every TFF round does) and clears the round's counters.
-- ``prologue(x, y, <hparams>)`` (objectives with a device context: forward correction):
-  the objective's ``device_prologue`` with the received model in inference mode over the
+- ``prologue(x, y, <hparams>)`` (parts with a device context: forward correction):
+  the parts' device ``start`` with the received model in inference mode over the
   client's whole local set and the round's hparams (forward correction: ``corrected``;
   when it is 1, the client's own transition matrix Q^k, FedEFC's confident joint or
   Patrini's anchors, the same TF code as the simulation). Returns the context (``matrix``)
   and what the host reads (the received model's accuracy, the estimate).
   ``set_context(<context>, <hparams>)`` (``matrix``, ``corrected``) sets them directly.
-- ``train(x, y, aggregation_weight)``: one optimiser step on a batch: the objective's
+- ``train(x, y, aggregation_weight)``: one optimiser step on a batch: the parts'
   mean per-example loss plus the model's regularisation losses, FedProx's proximal
   gradient ``mu (w - w_restored)`` and the coupled ``weight_decay * w``, stepped by the
   run's ``tff.learning.optimizers`` optimiser itself (its ``next``, on state held in
@@ -47,7 +47,7 @@ import tensorflow as tf
 from tff_noisy import methods
 from tff_noisy.errors import ConfigError
 from tff_noisy.federated import client_step
-from tff_noisy.federated.objectives.base import ClientObjective
+from tff_noisy.federated.client_parts import ClientContext, ClientProgram, CrossEntropy
 
 RUNTIME_NOTE = (
     'needs a TFLite runtime with the select-TF-ops (Flex) delegate: the full TensorFlow '
@@ -56,7 +56,7 @@ RUNTIME_NOTE = (
     'TF 2.14: tflite-runtime 2.14 and ai-edge-litert 2.3)')
 AGGREGATION_WEIGHT_KEY = 'aggregation_weight'  # As client_work's (no TFF import here).
 SIGNATURES = ('restore', 'train', 'upload', 'parameters', 'infer')
-# Of an objective with a device prologue (``ClientObjective.device_context``).
+# Of client parts with a device start (``client_parts.DeviceForm.context``).
 CONTEXT_SIGNATURES = ('prologue', 'set_context')
 
 
@@ -68,14 +68,13 @@ def update_name(i: int) -> str:
   return f'u{i:03d}'
 
 
-def check_objective(objective: ClientObjective) -> None:
-  """Raises ConfigError unless the objective's client side can run on a device
-  (``ClientObjective.device_unsupported_reason``; each method's ``MethodSpec.off_device``
-  agrees)."""
-  reason = objective.device_unsupported_reason()
+def check_program(program: ClientProgram) -> None:
+  """Raises ConfigError unless every client part can run on a device
+  (``ClientProgram.device_reason``; each method's ``MethodSpec.off_device`` agrees)."""
+  reason = program.device_reason()
   if reason:
-    raise ConfigError(f'objective {type(objective).__name__} cannot be exported for '
-                      f'on-device training: {reason}; {methods.device_support()}')
+    raise ConfigError(f'these client parts cannot be exported for on-device training: '
+                      f'{reason}; {methods.device_support()}')
 
 
 def _signature(name: str, body: Callable, input_signature: list):
@@ -100,13 +99,13 @@ def _spec(name: str, value) -> tf.TensorSpec:
 class TrainingModule(tf.Module):
   """One client's local training on ``model`` (see the module docstring)."""
 
-  def __init__(self, model: tf.keras.Model, objective: ClientObjective, optimizer, *,
+  def __init__(self, model: tf.keras.Model, program: ClientProgram, optimizer, *,
                local_epochs: int = 1, weight_decay: float = 0.0,
                training_forward: bool = True):
     super().__init__(name='client')
-    check_objective(objective)
+    check_program(program)
     self.model = model
-    self.objective = objective
+    self.program = program
     self.optimizer = optimizer
     self.local_epochs = int(local_epochs)
     self.weight_decay = float(weight_decay)
@@ -123,12 +122,12 @@ class TrainingModule(tf.Module):
         optimizer.initialize(self._trainable_specs))
     self.weight_sum = tf.Variable(0.0, trainable=False, name='weight_sum')
     self.num_examples = tf.Variable(0, dtype=tf.int32, trainable=False, name='num_examples')
-    # The objective's context and the server's hparams, as the device holds them, and the
+    # The parts' context and the server's hparams, as the device holds them, and the
     # values a round starts from.
-    self._held_initial = {**objective.device_context, **objective.hparams}
+    self._held_initial = {**program.device_context, **program.hparams}
     self.held = {name: tf.Variable(value, trainable=False, name=name)
                  for name, value in self._held_initial.items()}
-    self.has_context = bool(objective.device_context)
+    self.has_context = bool(program.device_context)
     input_shape = tuple(model.inputs[0].shape[1:])
     x_spec = tf.TensorSpec([None, *input_shape], tf.float32, name='x')
     y_spec = tf.TensorSpec([None], tf.int32, name='y')
@@ -141,10 +140,10 @@ class TrainingModule(tf.Module):
     self.parameters = _signature('parameters', self._parameters, [])
     self.infer = _signature('infer', self._infer, [x_spec])
     if self.has_context:
-      hparam_specs = [_spec(n, v) for n, v in objective.hparams.items()]
+      hparam_specs = [_spec(n, v) for n, v in program.hparams.items()]
       self.prologue = _signature('prologue', self._prologue, [x_spec, y_spec, *hparam_specs])
       self.set_context = _signature('set_context', self._set_context, [
-          _spec(n, v) for n, v in objective.device_context.items()] + hparam_specs)
+          _spec(n, v) for n, v in program.device_context.items()] + hparam_specs)
 
   def signatures(self) -> dict:
     names = SIGNATURES + (CONTEXT_SIGNATURES if self.has_context else ())
@@ -171,10 +170,14 @@ class TrainingModule(tf.Module):
     forward = lambda x: (None, self.model(x, training=self.training_forward))  # pylint: disable=unnecessary-lambda-assignment
     opt_state = tf.nest.map_structure(lambda v: v.read_value(), self.opt_state)
     initial = [r.read_value() for r in self.received[:len(self.trainable)]]
-    opt_state, loss, per_example, logits, _ = client_step.train_step(
-        self.model, forward, self.objective, self.optimizer, opt_state, {'x': x, 'y': y},
-        self._held(self.objective.device_context), self._held(self.objective.hparams),
-        initial, self.weight_decay)
+    ctx = ClientContext(self._held(self.program.hparams),
+                        values=self._held(self.program.device_context),
+                        initial_trainable=initial)
+    opt_state, new_trainable, loss, per_example, logits = client_step.train_step(
+        forward, self.trainable, self.program, self.optimizer, opt_state, {'x': x, 'y': y},
+        ctx, self.weight_decay, regularization=client_step.model_losses(self.model))
+    for variable, value in zip(self.trainable, new_trainable):
+      variable.assign(value)
     tf.nest.map_structure(lambda v, t: v.assign(t), self.opt_state, opt_state)
     self.weight_sum.assign_add(tf.reduce_sum(aggregation_weight))
     self.num_examples.assign_add(tf.shape(y)[0])
@@ -199,9 +202,9 @@ class TrainingModule(tf.Module):
     return {'logits': self.model(x, training=False)}
 
   def _prologue(self, x, y, *hparam_values):
-    hparams = dict(zip(self.objective.hparams, hparam_values))
-    outputs = self.objective.device_prologue(lambda b: self.model(b, training=False), x, y,
-                                             hparams)
+    hparams = dict(zip(self.program.hparams, hparam_values))
+    outputs = self.program.device_start(lambda b: self.model(b, training=False), x, y,
+                                        hparams)
     for name, value in {**hparams, **outputs}.items():
       if name in self.held:
         self.held[name].assign(value)
@@ -210,14 +213,15 @@ class TrainingModule(tf.Module):
   def _set_context(self, *values):
     for name, value in zip(self._held_initial, values):
       self.held[name].assign(value)
-    return self._held(self.objective.device_context)
+    return self._held(self.program.device_context)
 
 
-def build_training_module(model: tf.keras.Model, objective: Optional[ClientObjective],
+def build_training_module(model: tf.keras.Model, program: Optional[ClientProgram],
                           optimizer, *, local_epochs: int = 1, weight_decay: float = 0.0,
                           training_forward: bool = True) -> TrainingModule:
-  """A ``TrainingModule`` on ``model`` (its current weights are the initial ones)."""
-  return TrainingModule(model, objective or ClientObjective(), optimizer,
+  """A ``TrainingModule`` on ``model`` (its current weights are the initial ones);
+  ``program`` None: cross-entropy (FedAvg's clients)."""
+  return TrainingModule(model, program or ClientProgram([CrossEntropy()]), optimizer,
                         local_epochs=local_epochs, weight_decay=weight_decay,
                         training_forward=training_forward)
 
@@ -237,8 +241,8 @@ def convert_training_module(module: TrainingModule) -> bytes:
   try:
     return converter.convert()
   except Exception as e:  # pylint: disable=broad-except (the converter's own errors)
-    raise ConfigError(f'model {module.model.name!r} with objective '
-                      f'{type(module.objective).__name__} cannot be exported for '
+    raise ConfigError(f'model {module.model.name!r} with client parts '
+                      f'{", ".join(type(p).__name__ for p in module.program.parts)} cannot be exported for '
                       f'on-device training: {_refused_ops(str(e))}') from None
 
 
@@ -273,6 +277,6 @@ def runtime_requirement(tflite_bytes: bytes) -> dict:
                    'converted with select TF ops allowed, none was needed')}
 
 
-def describe_objective(objective: ClientObjective) -> dict:
-  """The objective the sidecar records."""
-  return objective.describe()
+def describe_program(program: ClientProgram) -> dict:
+  """The client parts the sidecar records."""
+  return program.describe()

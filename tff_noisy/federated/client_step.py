@@ -3,85 +3,71 @@
 TensorFlow only (no TFF), so the TFLite training export (``tflite_export.training``)
 compiles these very functions into its ``train`` and ``upload`` signatures, while the
 client kernel (``client_work.build_local_training``, which the ``tff`` and ``tf`` runtimes
-run) loops ``train_step`` over a client's batches. The stacked runtime
-(``runtime.stacked``) steps many clients' weight tensors at once through the same
-``optimizer_step``.
+run) loops ``train_step`` over a client's batches and the stacked runtime
+(``runtime.stacked``) runs ``train_step`` on many clients' weight tensors at once. This is
+the one place a client's gradient is taken.
 """
 
 from typing import Callable, Optional
 
 import tensorflow as tf
 
-from tff_noisy.federated.objectives.base import ClientObjective
-from tff_noisy.ops import losses
+from tff_noisy.federated.client_parts import ClientContext, ClientProgram, Outputs
 
 
-def regularized_gradients(grads, trainable, initial_trainable, proximal_strength: float,
-                          weight_decay: float) -> list:
-  """The loss gradients plus FedProx's proximal gradient (``losses.proximal_gradients``,
-  Li et al. 2020 Eq. 2) and coupled L2 ``weight_decay * w``, each only when non-zero."""
-  grads = list(grads)
-  if proximal_strength:
-    grads = [g + p for g, p in zip(grads, losses.proximal_gradients(
-        trainable, initial_trainable, proximal_strength))]
-  if weight_decay:
-    grads = [g + weight_decay * w for g, w in zip(grads, trainable)]
-  return grads
+def model_losses(model: tf.keras.Model) -> Callable:
+  """``train_step``'s ``regularization`` of a Keras model: its own losses (weight and
+  activity regularisers), summed, or None when it has none."""
+  return lambda: tf.add_n(model.losses) if model.losses else None
 
 
-def optimizer_step(optimizer, opt_state, trainable, grads, initial_trainable,
-                   objective: ClientObjective, context, hparams, weight_decay: float) -> tuple:
+def optimizer_step(optimizer, opt_state, trainable, grads, program: ClientProgram,
+                   ctx: ClientContext, weight_decay: float) -> tuple:
   """``(opt_state, new trainable values)`` of one client step from the loss gradients
-  ``grads``: FedProx's proximal term and coupled weight decay (``regularized_gradients``)
-  and the objective's ``weight_gradients`` are added, ``optimizer.next`` (a
-  ``tff.learning.optimizers`` optimiser, functional on ``opt_state``) steps, and the new
-  weights take the objective's ``step_shift``. Assigns nothing: ``trainable`` may be
-  variables or (stacked) tensors."""
-  grads = regularized_gradients(grads, trainable, initial_trainable,
-                                objective.proximal_strength, weight_decay)
-  extra = objective.weight_gradients(trainable, initial_trainable, context, hparams)
-  if extra is not None:
-    grads = [g + e for g, e in zip(grads, extra)]
+  ``grads``: the parts' terms and coupled weight decay are added (``ClientProgram.step``),
+  ``optimizer.next`` (a ``tff.learning.optimizers`` optimiser, functional on
+  ``opt_state``) steps, and the parts' ``after_step`` shift the new weights. Assigns
+  nothing: ``trainable`` may be variables or (stacked) tensors."""
+  grads = program.step(grads, trainable, ctx, weight_decay)
   opt_state, new_trainable = optimizer.next(opt_state, tuple(trainable), tuple(grads))
-  shift = objective.step_shift(context, hparams)
-  if shift is not None:
-    new_trainable = [w + s for w, s in zip(new_trainable, shift)]
-  return opt_state, new_trainable
+  return opt_state, program.after_step(list(new_trainable), ctx)
 
 
-def train_step(model: tf.keras.Model, forward: Callable, objective: ClientObjective,
-               optimizer, opt_state, batch, context, hparams, initial_trainable,
-               weight_decay: float, rows: Optional[tf.Tensor] = None) -> tuple:
-  """One optimiser step of a client on ``batch``; assigns the model's trainable variables.
+def train_step(forward: Callable, trainable, program: ClientProgram, optimizer, opt_state,
+               batch, ctx: ClientContext, weight_decay: float, *,
+               rows: Optional[tf.Tensor] = None, mean: Callable = tf.reduce_mean,
+               regularization: Optional[Callable] = None) -> tuple:
+  """One optimiser step of a client on ``batch``; assigns nothing.
 
-  The loss is the objective's mean per-example loss plus the model's regularisation
-  losses; ``optimizer_step`` turns its gradient into the new weights.
-  ``forward(x) -> (features or None, logits)``
-  is the model in training mode. ``rows``: the batch's rows of the objective's trainable
-  per-example state, whose gradient is returned (else None).
+  ``forward(x) -> (features or None, logits)`` is the model in training mode on the
+  ``trainable`` weights (variables, or tensors it reads in their place). The loss is
+  ``mean`` of the parts' per-example loss (the stacked runtime's: over the batch's real
+  examples) plus ``regularization()`` (the model's own losses; None: none);
+  ``optimizer_step``
+  turns its gradient into the new weights. ``rows``: the batch's rows of the parts'
+  per-example state (``Needs.rows``), whose gradient the parts' ``after_step`` reads as
+  ``ctx.row_grads`` and whose new values it leaves in ``ctx.rows``.
 
-  Returns ``(opt_state, loss, per-example loss [B], logits [B, C], row gradients or
-  None)``.
+  Returns ``(opt_state, new trainable values, loss, per-example loss [B], logits [B, C])``.
   """
-  trainable = model.trainable_variables
   with tf.GradientTape() as tape:
+    tape.watch(trainable)
     if rows is not None:
       tape.watch(rows)
     features, logits = forward(batch['x'])
-    per_example = objective.loss(batch, logits, features, context, hparams, rows)
-    loss = tf.reduce_mean(per_example)
-    if model.losses:
-      loss += tf.add_n(model.losses)
+    per_example = program.loss(batch, Outputs(logits, features, rows), ctx)
+    loss = mean(per_example)
+    extra = regularization() if regularization is not None else None
+    if extra is not None:
+      loss += extra
   if rows is not None:
     grads, row_grads = tape.gradient(loss, (trainable, rows))
   else:
     grads, row_grads = tape.gradient(loss, trainable), None
-  opt_state, new_trainable = optimizer_step(optimizer, opt_state, trainable, grads,
-                                            initial_trainable, objective, context, hparams,
-                                            weight_decay)
-  for variable, value in zip(trainable, new_trainable):
-    variable.assign(value)
-  return opt_state, loss, per_example, logits, row_grads
+  ctx.rows, ctx.row_grads = rows, row_grads
+  opt_state, new_trainable = optimizer_step(optimizer, opt_state, trainable, grads, program,
+                                            ctx, weight_decay)
+  return opt_state, new_trainable, loss, per_example, logits
 
 
 def zero_if_any_non_finite(structure) -> tuple:

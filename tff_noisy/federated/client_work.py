@@ -1,4 +1,4 @@
-"""The one client work every method trains with: local training on a ``ClientObjective``.
+"""The one client work every method trains with: local training on a ``ClientProgram``.
 
 Client datasets are batched mappings with keys ``x``, ``y`` and ``index`` (the example's
 position in the client's data) and, optionally, ``aggregation_weight`` (one float per
@@ -7,18 +7,19 @@ example) plus any per-example fields a method's objective reads. The client's
 number of examples when the key is absent; a method that weights clients (NA-FedAvg:
 ``1 - n_hat``) sets the per-example value and needs no client work of its own.
 
-A client receives the global weights, its dataset, its own state (declared by the
-objective's ``state_spec``; ``()`` for a stateless objective) and the round's hparams,
+A client receives the global weights, its dataset, its own state (declared by its client
+parts' ``state_spec``; ``()`` for stateless parts) and the round's hparams,
 and returns its ``ClientResult``, summable metrics and its new state. The update is the
 difference between the received and the trained weights for the trainable *and* the
 non-trainable variables, so BatchNorm statistics are averaged with the same weights as
-everything else. A client whose update has a non-finite value sends zeros with weight 0,
+everything else; the client side of every method is its ``ClientProgram``, an ordered list
+of client parts (``federated.client_parts``), which this kernel runs. A client whose update has a non-finite value sends zeros with weight 0,
 keeps its old state and is counted in ``non_finite_clients``; the finalizer also refuses
 a non-finite aggregate. With simulated faults (``faults:``), each client also receives
 its fault (``ops.faults_tf.FAULT_SPEC``) and a Byzantine client's update is corrupted
 (``ops.faults_tf.corrupt``) after training and before that check, so a ``nan`` client is
-one more non-finite client. What an objective sends beside its update
-(``client_outputs``: SCAFFOLD's Δc_i) is summed over the clients whose update was finite
+one more non-finite client. What the parts send beside the update
+(``ClientContext.send``: SCAFFOLD's Δc_i) is summed over the clients whose update was finite
 into the round's training metrics under ``outputs``.
 """
 
@@ -31,7 +32,7 @@ import tensorflow as tf
 
 import models
 from tff_noisy.federated import client_step
-from tff_noisy.federated.objectives.base import ClientObjective
+from tff_noisy.federated.client_parts import ClientContext, ClientProgram
 from tff_noisy.ops import faults_tf
 from tff_noisy.tff_runtime import import_tff
 
@@ -39,8 +40,8 @@ tff = import_tff()
 
 AGGREGATION_WEIGHT_KEY = 'aggregation_weight'
 INDEX_KEY = 'index'
-OBJECTIVE_METRICS_KEY = 'objective'  # The objective's own per-client metrics.
-OUTPUTS_KEY = 'outputs'  # What the objective sends the server beside the update, summed.
+OBJECTIVE_METRICS_KEY = 'objective'  # The parts' own per-client metrics.
+OUTPUTS_KEY = 'outputs'  # What the parts send the server beside the update, summed.
 
 
 def model_weights_of(model: tf.keras.Model):
@@ -73,40 +74,114 @@ def weights_type_of(model_fn: Callable[[], tf.keras.Model]):
         tf.nest.map_structure(lambda v: tf.TensorSpec(v.shape, v.dtype), weights))
 
 
-def state_type_of(objective: ClientObjective):
-  """The TFF type of a client's state under ``objective`` (``<>`` when it keeps none)."""
-  return tff.types.tensorflow_to_type(collections.OrderedDict(objective.state_spec))
+def state_type_of(program: ClientProgram):
+  """The TFF type of a client's state under ``program`` (``<>`` when it keeps none)."""
+  return tff.types.tensorflow_to_type(collections.OrderedDict(program.state_spec))
 
 
-def hparams_type_of(objective: ClientObjective):
+def hparams_type_of(program: ClientProgram):
   """The TFF type of the server-decided values broadcast to clients each round."""
   return tff.types.tensorflow_to_type(collections.OrderedDict(
       (name, tf.TensorSpec(value.shape, value.dtype))
-      for name, value in objective.hparams.items()))
+      for name, value in program.hparams.items()))
 
 
-def build_local_training(model: tf.keras.Model, optimizer, objective: ClientObjective,
+def inference_pass(predict, dataset):
+  """The logits ``predict(x)`` [N, num classes] and labels [N] of every example of
+  ``dataset``, in one pass in its order, batch by batch."""
+
+  def collect(arrays, batch):
+    logits, labels = arrays
+    return (logits.write(logits.size(), predict(batch['x'])),
+            labels.write(labels.size(), tf.cast(batch['y'], tf.int64)))
+
+  empty = (tf.TensorArray(tf.float32, size=0, dynamic_size=True, infer_shape=False),
+           tf.TensorArray(tf.int64, size=0, dynamic_size=True, infer_shape=False))
+  logits, labels = dataset.reduce(empty, collect)
+  return logits.concat(), tf.reshape(labels.concat(), [-1])
+
+
+def received_pass(program: ClientProgram, predict, dataset, hparams) -> tuple:
+  """``(logits, labels)`` of the received model on the client's examples when a part
+  reads them (``Needs.received_logits``), in one pass; ``(None, None)`` when none does,
+  and empty ``[0, 0]``, ``[0]`` in rounds none reads them (no pass, no shuffle drawn)."""
+  if not program.reads_received_logits():
+    return None, None
+  needed = program.received_logits_needed(hparams)
+  if needed is True:
+    return inference_pass(predict, dataset)
+  return tf.cond(needed, lambda: inference_pass(predict, dataset),
+                 lambda: (tf.zeros([0, 0]), tf.zeros([0], tf.int64)))
+
+
+def _batch_sums(batch, per_example, logits) -> tuple:
+  """``(loss sum, correct, examples, aggregation weight)`` of one step's batch."""
+  batch_size = tf.shape(batch['y'])[0]
+  if AGGREGATION_WEIGHT_KEY in batch:
+    weight = tf.reduce_sum(tf.cast(batch[AGGREGATION_WEIGHT_KEY], tf.float32))
+  else:
+    weight = tf.cast(batch_size, tf.float32)
+  predicted = tf.argmax(logits, axis=-1, output_type=tf.int64)
+  correct = tf.reduce_sum(tf.cast(tf.equal(predicted, tf.cast(batch['y'], tf.int64)),
+                                  tf.float32))
+  return tf.reduce_sum(per_example), correct, tf.cast(batch_size, tf.int64), weight
+
+
+def _client_result(program, ctx, initial_weights, weights, state, sums, local_epochs,
+                   fault):
+  """``(ClientResult, metrics, state)`` after the parts' ``finish``: the update (scaled,
+  a fault's corruption, zeroed when non-finite), the summable metrics and the new state
+  (the old one when the update is not finite)."""
+  loss_sum, correct, num_examples, weight_sum = sums
+  update = tf.nest.map_structure(lambda w, t: (w - t) * ctx.update_scale, initial_weights,
+                                 weights)
+  if fault is not None:
+    update = faults_tf.corrupt(update, fault)
+  update, non_finite = client_step.zero_if_any_non_finite(update)
+  new_state = state
+  if program.state_spec:
+    new_state = tf.nest.map_structure(
+        lambda new, old: tf.where(non_finite, old, new),
+        collections.OrderedDict((name, ctx.state[name]) for name in state), state,
+        check_types=False)
+  keep = lambda value: tf.where(non_finite, tf.zeros_like(value), value)  # pylint: disable=unnecessary-lambda-assignment
+  accuracy = correct / tf.maximum(tf.cast(num_examples, tf.float32), 1.0)
+  metrics = collections.OrderedDict(
+      loss_sum=keep(loss_sum), correct=keep(correct), num_examples=keep(num_examples),
+      non_finite_clients=tf.cast(non_finite, tf.int32), client_accuracy_sum=keep(accuracy),
+      finite_clients=tf.cast(tf.logical_not(non_finite), tf.int32))
+  if program.metric_names:
+    metrics[OBJECTIVE_METRICS_KEY] = collections.OrderedDict(
+        (name, keep(tf.cast(ctx.metrics[name], tf.float32))) for name in program.metric_names)
+  if ctx.outputs:
+    metrics[OUTPUTS_KEY] = collections.OrderedDict(
+        (name, keep(value)) for name, value in sorted(ctx.outputs.items()))
+  update_weight = tf.where(non_finite, 0.0, weight_sum / float(local_epochs))
+  result = tff.learning.templates.ClientResult(update=update, update_weight=update_weight)
+  return result, metrics, new_state
+
+
+def build_local_training(model: tf.keras.Model, optimizer, program: ClientProgram,
                          local_epochs: int, weight_decay: float = 0.0,
                          model_fn: Optional[Callable[[], tf.keras.Model]] = None):
   """Returns a tf.function ``(weights, dataset, state, hparams[, fault]) -> (result,
-  metrics, state)``.
+  metrics, state)``: one client's round of the program's parts.
 
-  Runs ``local_epochs`` passes of ``client_step.train_step`` on each batch as the
-  objective's ``mix_batch`` gives it (``optimizer`` on the objective's mean per-example
-  loss plus the model's regularisation losses, FedProx's proximal term and the coupled L2
-  ``weight_decay``), starting from the received weights, between the objective's
-  prologue and epilogue. A ``fault``
-  (``ops.faults_tf.FAULT_SPEC``) corrupts the update the client sends. ``model_fn``
-  builds the frozen copies of an objective's ``reference_models``.
+  From the received weights: the parts' ``start``, ``local_epochs`` passes of
+  ``client_step.train_step`` on each batch as the parts' ``batch`` gives it (the
+  optimiser on the parts' mean per-example loss plus the model's regularisation losses,
+  the parts' gradient terms and the coupled L2 ``weight_decay``), the parts' ``finish``.
+  A ``fault`` (``ops.faults_tf.FAULT_SPEC``) corrupts the update the client sends.
+  ``model_fn`` builds the frozen copies the parts name (``Needs.reference_models``).
   """
   weights = model_weights_of(model)
-  feature_model = models.features_and_logits(model) if objective.uses_features else None
-  rows_name = objective.trainable_state
-  if objective.reference_models and model_fn is None:
-    raise ValueError(f'{type(objective).__name__} keeps frozen copies of the model '
-                     f'{objective.reference_models}: build_local_training needs model_fn')
-  copies = {name: model_fn() for name in objective.reference_models}
-  frozen = {name: models.features_and_logits(copy) for name, copy in copies.items()}
+  feature_model = models.features_and_logits(model) if program.uses_features else None
+  if program.reference_models and model_fn is None:
+    raise ValueError(f'client parts keep frozen copies of the model '
+                     f'{program.reference_models}: build_local_training needs model_fn')
+  copies = {name: model_fn() for name in program.reference_models}
+  references = {name: (model_weights_of(copy), functools.partial(
+      models.features_and_logits(copy), training=False)) for name, copy in copies.items()}
 
   def predict(x):
     return model(x, training=False)
@@ -114,93 +189,53 @@ def build_local_training(model: tf.keras.Model, optimizer, objective: ClientObje
   def forward(x):
     if feature_model is None:
       return None, model(x, training=True)
-    features, logits = feature_model(x, training=True)
-    return features, logits
+    return feature_model(x, training=True)
 
   # In process, clients' per-example state differs in rows: one trace for every size.
   @tf.function(reduce_retracing=True)
   def train(initial_weights, dataset, state, hparams, fault=None):
     tf.nest.map_structure(lambda v, t: v.assign(t), weights, initial_weights)
     trainable_specs = tuple(tf.TensorSpec(v.shape, v.dtype) for v in weights.trainable)
-    initial_trainable = tuple(initial_weights.trainable)
-    if copies:
-      for name, values in objective.reference_weights(initial_weights, state,
-                                                      hparams).items():
-        tf.nest.map_structure(lambda v, t: v.assign(t), model_weights_of(copies[name]),
-                              values)
-    context = objective.prologue(predict, dataset, state, hparams)
-    if frozen:
-      context = dict(context, **{name: functools.partial(copy, training=False)
-                                 for name, copy in frozen.items()})
-    table = state[rows_name] if rows_name else tf.zeros([0])
+    logits, labels = received_pass(program, predict, dataset, hparams)
+    ctx = ClientContext(hparams, state, received=initial_weights,
+                        initial_trainable=tuple(initial_weights.trainable), predict=predict,
+                        dataset=dataset, logits=logits, labels=labels, references=references)
+    program.start(ctx)
+    table = state[program.rows] if program.rows else tf.zeros([0])
 
     def step(loop_state, batch):
-      opt_state, table, loss_sum, correct, num_examples, weight_sum, steps = loop_state
-      rows = tf.gather(table, batch[INDEX_KEY]) if rows_name else None
-      batch = objective.mix_batch(batch, steps, hparams)
-      opt_state, _, per_example, logits, row_grads = client_step.train_step(
-          model, forward, objective, optimizer, opt_state, batch, context, hparams,
-          initial_trainable, weight_decay, rows)
-      if rows_name:
-        table = tf.tensor_scatter_nd_update(
-            table, batch[INDEX_KEY][:, None],
-            objective.update_rows(rows, row_grads, hparams))
-      batch_size = tf.shape(batch['y'])[0]
-      if AGGREGATION_WEIGHT_KEY in batch:
-        batch_weight = tf.reduce_sum(tf.cast(batch[AGGREGATION_WEIGHT_KEY], tf.float32))
-      else:
-        batch_weight = tf.cast(batch_size, tf.float32)
-      predicted = tf.argmax(logits, axis=-1, output_type=tf.int64)
-      correct += tf.reduce_sum(tf.cast(
-          tf.equal(predicted, tf.cast(batch['y'], tf.int64)), tf.float32))
-      return (opt_state, table, loss_sum + tf.reduce_sum(per_example), correct,
-              num_examples + tf.cast(batch_size, tf.int64), weight_sum + batch_weight,
-              steps + 1)
+      opt_state, table, sums, steps = loop_state
+      rows = tf.gather(table, batch[INDEX_KEY]) if program.rows else None
+      ctx.step = steps
+      batch = program.batch(batch, ctx)
+      opt_state, new_trainable, _, per_example, logits = client_step.train_step(
+          forward, model.trainable_variables, program, optimizer, opt_state, batch, ctx,
+          weight_decay, rows=rows, regularization=client_step.model_losses(model))
+      for variable, value in zip(model.trainable_variables, new_trainable):
+        variable.assign(value)
+      if program.rows:
+        table = tf.tensor_scatter_nd_update(table, batch[INDEX_KEY][:, None], ctx.rows)
+      sums = tuple(a + b for a, b in zip(sums, _batch_sums(batch, per_example, logits)))
+      return opt_state, table, sums, steps + 1
 
-    initial_loop_state = (optimizer.initialize(trainable_specs), table, tf.constant(0.0),
-                          tf.constant(0.0), tf.constant(0, tf.int64), tf.constant(0.0),
-                          tf.constant(0, tf.int64))
-    _, table, loss_sum, correct, num_examples, weight_sum, steps = dataset.repeat(
-        local_epochs).reduce(initial_loop_state, step)
-    trained_state = objective.trained_state(
-        dict(state, **{rows_name: table}) if rows_name else state, context, initial_weights,
-        weights, steps, hparams)
-    new_state, scale = objective.epilogue(predict, dataset, context, trained_state, hparams)
-    update = tf.nest.map_structure(lambda w, t: (w - t) * scale, initial_weights, weights)
-    if fault is not None:
-      update = faults_tf.corrupt(update, fault)
-    update, non_finite = client_step.zero_if_any_non_finite(update)
-    new_state = tf.nest.map_structure(
-        lambda new, old: tf.where(non_finite, old, new), new_state, state, check_types=False)
-    update_weight = tf.where(non_finite, 0.0, weight_sum / float(local_epochs))
-    finite = tf.logical_not(non_finite)
-    accuracy = correct / tf.maximum(tf.cast(num_examples, tf.float32), 1.0)
-    metrics = collections.OrderedDict(
-        loss_sum=tf.where(non_finite, 0.0, loss_sum),
-        correct=tf.where(non_finite, 0.0, correct),
-        num_examples=tf.where(non_finite, tf.constant(0, tf.int64), num_examples),
-        non_finite_clients=tf.cast(non_finite, tf.int32),
-        client_accuracy_sum=tf.where(non_finite, 0.0, accuracy),
-        finite_clients=tf.cast(finite, tf.int32),
-    )
-    if objective.metric_names:
-      reported = objective.client_metrics(context, hparams)
-      metrics[OBJECTIVE_METRICS_KEY] = collections.OrderedDict(
-          (name, tf.where(non_finite, 0.0, tf.cast(reported[name], tf.float32)))
-          for name in objective.metric_names)
-    outputs = objective.client_outputs(state, new_state, hparams)
-    if outputs:
-      metrics[OUTPUTS_KEY] = collections.OrderedDict(
-          (name, tf.where(non_finite, tf.zeros_like(value), value))
-          for name, value in sorted(outputs.items()))
-    return tff.learning.templates.ClientResult(
-        update=update, update_weight=update_weight), metrics, new_state
+    zero_sums = (tf.constant(0.0), tf.constant(0.0), tf.constant(0, tf.int64),
+                 tf.constant(0.0))
+    _, table, sums, steps = dataset.repeat(local_epochs).reduce(
+        (optimizer.initialize(trainable_specs), table, zero_sums,
+         tf.constant(0, tf.int64)), step)
+    if program.rows:
+      ctx.state[program.rows] = table
+    ctx.trained, ctx.steps = weights, steps
+    ctx.predict = predict
+    program.finish(ctx)
+    return _client_result(program, ctx, initial_weights, weights, state, sums,
+                          local_epochs, fault)
 
   return train
 
 
 def build_client_update(model_fn: Callable[[], tf.keras.Model], element_spec, optimizer,
-                        objective: ClientObjective, *, local_epochs: int = 1,
+                        program: ClientProgram, *, local_epochs: int = 1,
                         weight_decay: float = 0.0, faults: bool = False):
   """The TFF computation of one client's round.
 
@@ -212,17 +247,17 @@ def build_client_update(model_fn: Callable[[], tf.keras.Model], element_spec, op
     model_fn: No-arg callable returning a new, uncompiled Keras model (logits out).
     element_spec: Element spec of a client dataset (batched mapping, see module doc).
     optimizer: A ``tff.learning.optimizers.Optimizer``; its state starts fresh each round.
-    objective: The method's ``ClientObjective``.
+    program: The method's ``ClientProgram`` (its client parts).
     local_epochs: Passes over the client's data per round.
     weight_decay: Coupled L2 strength (0 disables it).
     faults: Whether the computation takes each client's simulated fault.
   """
   types = (weights_type_of(model_fn),
            tff.SequenceType(tff.types.tensorflow_to_type(element_spec)),
-           state_type_of(objective), hparams_type_of(objective))
+           state_type_of(program), hparams_type_of(program))
 
   def train(*args):
-    return build_local_training(model_fn(), optimizer, objective, local_epochs,
+    return build_local_training(model_fn(), optimizer, program, local_epochs,
                                 weight_decay, model_fn)(*args)
 
   if faults:
@@ -244,7 +279,7 @@ def client_outcome(update, weight, *, loss_sum, correct, num_examples: int, fini
   """One client's ``(ClientResult, metrics)`` from its trained update and sums, outside
   TFF's graph (the ``tflite`` runtime), by the rule ``build_local_training`` applies in
   its graph: a non-finite update is sent as zeros of weight 0 (``client_metrics``).
-  ``objective_metrics``: ``{name: value}`` of the objective's ``metric_names``."""
+  ``objective_metrics``: ``{name: value}`` of the parts' metrics (``Needs.metrics``)."""
   if not finite:
     update = tf.nest.map_structure(np.zeros_like, update)
   return (tff.learning.templates.ClientResult(update=update,
@@ -258,7 +293,7 @@ def client_metrics(*, loss_sum, correct, num_examples, finite,
   """The summable metrics ``build_local_training`` reports, outside TFF's graph, of one
   client (scalars) or of many (arrays ``[C]``, summed with ``.sum(axis=0)``), by its rule:
   a client whose update is not finite reports zeros and counts in ``non_finite_clients``.
-  ``objective_metrics``: ``{name: value}`` of the objective's ``metric_names``."""
+  ``objective_metrics``: ``{name: value}`` of the parts' metrics (``Needs.metrics``)."""
   finite = np.asarray(finite, bool)
   num_examples = np.asarray(num_examples, np.int64)
 

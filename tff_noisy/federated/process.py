@@ -21,7 +21,7 @@ computations are exactly those of a run without faults.
 
 The server state is a ``ServerState``: the slots of TFF's ``LearningAlgorithmState``
 (what TFF's computations take and return) plus ``controller``. Its ``client_work`` slot
-holds the objective's hparams (``get_hparams``/``set_hparams``), broadcast to every
+holds the client parts' hparams (``get_hparams``/``set_hparams``), broadcast to every
 client each round; ``controller`` holds a method's server-only values
 (``get_controller``/``set_controller``: FedEFC's prestopping monitor), which never leave
 the server. A checkpoint of the state keeps both, so whatever the server decided for
@@ -38,7 +38,7 @@ import tensorflow as tf
 from tff_noisy.federated import client_data as client_data_lib
 from tff_noisy.federated import client_work as client_work_lib
 from tff_noisy.federated import finalizer as finalizer_lib
-from tff_noisy.federated.objectives.base import ClientObjective
+from tff_noisy.federated.client_parts import ClientProgram, CrossEntropy
 from tff_noisy.tff_runtime import import_tff
 
 tff = import_tff()
@@ -48,7 +48,7 @@ class ServerState(NamedTuple):
   """``tff.learning.templates.LearningAlgorithmState``'s slots, then ``controller``."""
   global_model_weights: Any
   distributor: Any
-  client_work: Any  # The objective's hparams: broadcast to every client each round.
+  client_work: Any  # The client parts' hparams: broadcast to every client each round.
   aggregator: Any
   finalizer: Any
   # A method's server-only values ({name: numpy scalar or array}), never broadcast. Last,
@@ -77,7 +77,7 @@ class FederatedProcess:
   """
 
   def __init__(self, initialize, build_train, build_aggregate, build_next,
-               objective: ClientObjective, takes_faults: bool = False, clients=None,
+               program: ClientProgram, takes_faults: bool = False, clients=None,
                finalize_in_process=None, aggregate_in_process=None,
                controller: Optional[Mapping] = None):
     """``build_train``, ``build_aggregate``, ``build_next``: each builds its computation
@@ -88,7 +88,7 @@ class FederatedProcess:
     self._build_train = build_train
     self._build_aggregate = build_aggregate
     self._build_next = build_next
-    self.objective = objective
+    self.program = program
     self.takes_faults = takes_faults
     self.clients = clients
     # When the clients trained in this process: the aggregator as one tf.function over
@@ -208,9 +208,9 @@ class FederatedProcess:
     return state.client_work
 
   def set_hparams(self, state, hparams: dict):
-    """``state`` with new hparams; every name the objective declares, same dtypes."""
+    """``state`` with new hparams; every name the client parts declare, same dtypes."""
     return state._replace(client_work=_same_names_and_dtypes(
-        hparams, self.objective.hparams, "the objective's hparams"))
+        hparams, self.program.hparams, "the client parts' hparams"))
 
   @staticmethod
   def get_controller(state) -> collections.OrderedDict:
@@ -238,7 +238,7 @@ def _same_names_and_dtypes(values: Mapping, expected: Mapping,
 
 
 def build_process(model_fn: Callable[[], tf.keras.Model], element_spec, client_optimizer,
-                  server_optimizer=None, *, objective: ClientObjective = None,
+                  server_optimizer=None, *, program: Optional[ClientProgram] = None,
                   model_aggregator=None, local_epochs: int = 1,
                   weight_decay: float = 0.0, faults: bool = False,
                   client_runtime: Optional[Callable] = None,
@@ -250,17 +250,17 @@ def build_process(model_fn: Callable[[], tf.keras.Model], element_spec, client_o
     element_spec: Element spec of a (batched) client dataset.
     client_optimizer: A ``tff.learning.optimizers.Optimizer`` for local training.
     server_optimizer: Applied to the aggregated update; default SGD with rate 1.0.
-    objective: The clients' ``ClientObjective``; default cross-entropy (FedAvg).
+    program: The clients' ``ClientProgram``; default cross-entropy (FedAvg).
     model_aggregator: A weighted ``tff.aggregators`` factory; default weighted mean.
     local_epochs: Local passes over each client's data per round.
     weight_decay: Coupled L2 on the clients' trainable weights.
     faults: Whether ``train`` and ``next`` take each client's simulated fault.
-    client_runtime: ``None`` (TFF's client work) or ``objective -> client runtime``
+    client_runtime: ``None`` (TFF's client work) or ``program -> client runtime``
       (``tff_noisy.runtime.build``): where the clients of ``next`` train.
     controller: The initial values of the method's server-only state
       (``ServerState.controller``), ``{name: numpy value}``; default none.
   """
-  objective = objective or ClientObjective()
+  program = program or ClientProgram([CrossEntropy()])
   server_optimizer = server_optimizer or tff.learning.optimizers.build_sgdm(1.0)
   model_aggregator = model_aggregator or tff.aggregators.MeanFactory()
   weights_type = client_work_lib.weights_type_of(model_fn)
@@ -274,7 +274,7 @@ def build_process(model_fn: Callable[[], tf.keras.Model], element_spec, client_o
   @tff.tensorflow.computation
   def initial_hparams():
     return collections.OrderedDict(
-        (name, tf.constant(value)) for name, value in objective.hparams.items())
+        (name, tf.constant(value)) for name, value in program.hparams.items())
 
   @tff.federated_computation
   def initialize():
@@ -291,7 +291,7 @@ def build_process(model_fn: Callable[[], tf.keras.Model], element_spec, client_o
   @functools.cache
   def build_train():
     client_update = client_work_lib.build_client_update(
-        model_fn, element_spec, client_optimizer, objective, local_epochs=local_epochs,
+        model_fn, element_spec, client_optimizer, program, local_epochs=local_epochs,
         weight_decay=weight_decay, faults=faults)
     data_type, state_type, hparams_type, *fault_type = (
         client_update.type_signature.parameter[1:])
@@ -370,9 +370,9 @@ def build_process(model_fn: Callable[[], tf.keras.Model], element_spec, client_o
   if client_runtime is None:  # TFF's client work trains every round: built now.
     build_next()
   client_work_lib.restore_eager_model_classes(model_fn)
-  clients = client_runtime(objective) if client_runtime else None
+  clients = client_runtime(program) if client_runtime else None
   in_process = getattr(model_aggregator, 'in_process', None)
   return FederatedProcess(initialize, lambda: build_train()[0], build_aggregate, build_next,
-                          objective, faults, clients,
+                          program, faults, clients,
                           finalizer_lib.build_apply_update(server_optimizer),
                           in_process() if in_process else None, controller)

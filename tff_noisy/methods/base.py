@@ -1,6 +1,7 @@
 """``Method``: a method's learning process plus the driver hooks a method may need around it.
 
-A method is a ``ClientObjective`` (its client side, ``objective``), the model its clients
+A method is its client parts (its client side, ``client_parts``: an ordered list of
+``federated.client_parts.ClientPart``), the model its clients
 train (``client_model``: the configured one, or Co-teaching's two networks of it) and,
 where it needs them, hooks: client-side preparation once before training (NNC
 relabelling), the labels and per-example fields of a client's dataset (NA-FedAvg's
@@ -22,7 +23,7 @@ import numpy as np
 from tff_noisy import methods
 from tff_noisy.federated import client_work
 from tff_noisy.federated import process as process_lib
-from tff_noisy.federated.objectives.base import ClientObjective
+from tff_noisy.federated.client_parts import ClientProgram, CrossEntropy
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,18 +43,18 @@ class Setup:
   batch_size: Optional[int] = None  # fl.batch_size: examples per client batch.
   client_lr: Optional[float] = None  # fl.client_lr: the client optimiser's step size.
   faults: bool = False  # Simulated faults configured: the process takes each client's fault.
-  # Where the clients train: ``objective -> client runtime`` (``tff_noisy.runtime.build``),
+  # Where the clients train: ``program -> client runtime`` (``tff_noisy.runtime.build``),
   # or None for TFF's own client work.
   clients: Optional[Callable] = None
   # Whether a method's probes (``probe.build_probe``) run in this process: where its
   # clients train, unless that is TFF's worker.
   probes_in_process: bool = False
 
-  def build_process(self, objective: ClientObjective,
+  def build_process(self, parts: list,
                     controller: Optional[dict] = None) -> process_lib.FederatedProcess:
     return process_lib.build_process(
         self.model_fn, self.element_spec, self.client_optimizer, self.server_optimizer,
-        objective=objective, model_aggregator=self.aggregator,
+        program=ClientProgram(parts), model_aggregator=self.aggregator,
         local_epochs=self.local_epochs, weight_decay=self.weight_decay, faults=self.faults,
         client_runtime=self.clients, controller=controller)
 
@@ -93,14 +94,14 @@ class Method:
     return model_fn
 
   @classmethod
-  def objective(cls, params: methods.Params, setup: Setup) -> ClientObjective:
-    """The clients' objective; cross-entropy by default."""
+  def client_parts(cls, params: methods.Params, setup: Setup) -> list:
+    """The clients' parts, in order; cross-entropy by default."""
     del params, setup
-    return ClientObjective()
+    return [CrossEntropy()]
 
   @classmethod
   def build(cls, params: methods.Params, setup: Setup) -> 'Method':
-    return cls(setup.build_process(cls.objective(params, setup), cls.controller), params,
+    return cls(setup.build_process(cls.client_parts(params, setup), cls.controller), params,
                setup)
 
   def prepare(self, data, store) -> dict:
@@ -190,8 +191,8 @@ class Method:
             dict(output.diagnostics))
 
   def server_update(self, state, outputs: dict):
-    """The server's step on the sums over the round's clients of what their objective
-    sends beside the update (``ClientObjective.client_outputs``; SCAFFOLD's control
+    """The server's step on the sums over the round's clients of what their parts
+    send beside the update (``ClientContext.send``; SCAFFOLD's control
     variate); the new state (its hparams are broadcast next round). Default: ``state``."""
     del outputs
     return state

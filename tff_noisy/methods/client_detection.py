@@ -101,9 +101,9 @@ class DetectingMethod(base.Method):
     data; each client's objective state restarts from ``initial_state`` with its flag."""
     flags, record = self.detection.detect(self.process.get_model_weights(state),
                                           self._clients)
-    objective = self.process.objective
+    program = self.process.program
     for cid, (_, y) in self._clients.items():
-      client = objective.initial_state(y)
+      client = program.initial_state(y)
       client[self.NOISY_KEY] = np.int32(flags.get(cid, False))
       store.set_objective_state(cid, client)
     return flags, {'after_round': self.params.warmup_rounds, **record}

@@ -1,6 +1,6 @@
 """Per-example training losses and the FedProx proximal gradient (pure TensorFlow).
 
-Client objectives (``tff_noisy.federated.objectives``) compose these into the
+Client parts (``tff_noisy.federated.client_parts``) compose these into the
 per-example loss ``[B]`` that the client work trains on.
 """
 

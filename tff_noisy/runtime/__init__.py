@@ -15,7 +15,7 @@ updates are already in this process, and a stateless aggregator with an in-proce
 (mean, coordinate median, trimmed mean, Krum) aggregates them here, in one graph call;
 the geometric medians still run in TFF's worker. ``build`` returns what
 ``process.build_process`` takes: ``None`` for TFF's own client work, else
-``objective -> runtime``.
+``program -> runtime`` (a method's ``ClientProgram``).
 """
 
 from typing import Callable, Optional
@@ -37,13 +37,13 @@ def build(name: str, *, model_fn, client_optimizer, local_epochs: int, weight_de
     return None
   if name == 'tf':
     from tff_noisy.runtime import tf_clients  # pylint: disable=g-import-not-at-top
-    return lambda objective: tf_clients.InProcessClients(
-        model_fn, client_optimizer, objective, local_epochs=local_epochs,
+    return lambda program: tf_clients.InProcessClients(
+        model_fn, client_optimizer, program, local_epochs=local_epochs,
         weight_decay=weight_decay, batch_size=batch_size, clients_per_call=clients_per_call,
         stack=stack_clients, median_client_steps=median_client_steps)
   from tff_noisy.runtime import tflite_clients  # pylint: disable=g-import-not-at-top
-  return lambda objective: tflite_clients.TFLiteClients(
-      model_fn, client_optimizer, objective, local_epochs=local_epochs,
+  return lambda program: tflite_clients.TFLiteClients(
+      model_fn, client_optimizer, program, local_epochs=local_epochs,
       weight_decay=weight_decay, faults=faults)
 
 

@@ -44,7 +44,7 @@ import tensorflow as tf
 from tff_noisy.federated import client_data as client_data_lib
 from tff_noisy.federated import client_step as client_step_lib
 from tff_noisy.federated import client_work
-from tff_noisy.federated.objectives.base import ClientObjective
+from tff_noisy.federated.client_parts import ClientContext, ClientProgram
 
 # Layers whose training-mode output depends on more than the weights and the example.
 _BATCH_DEPENDENT_LAYERS = (tf.keras.layers.BatchNormalization, tf.keras.layers.Dropout,
@@ -102,21 +102,13 @@ def weight_regularizers(model: tf.keras.Model) -> list:
   return found
 
 
-def unstackable_reason(model: tf.keras.Model, objective: ClientObjective) -> str:
-  """Why clients of ``objective`` on ``model`` cannot be stacked ('' when they can)."""
-  for method in ('prologue', 'epilogue', 'weight_gradients', 'step_shift', 'trained_state',
-                 'client_outputs', 'mix_batch'):
-    if getattr(type(objective), method) is not getattr(ClientObjective, method):
-      return f'the objective {type(objective).__name__} has its own {method}'
-  if objective.reference_models:
-    return f'the objective {type(objective).__name__} runs frozen copies of the model'
-  if objective.state_spec or objective.trainable_state:
-    return f'the objective {type(objective).__name__} keeps per-client state'
-  if objective.uses_features:
-    return f'the objective {type(objective).__name__} reads the model\'s features'
-  if not objective.loss_is_per_example():
-    return (f'the loss of {type(objective).__name__} couples the examples of a batch, or '
-            'its class does not declare per_example_loss = True, so padding could change it')
+def unstackable_reason(model: tf.keras.Model, program: ClientProgram) -> str:
+  """Why clients of ``program`` on ``model`` cannot be stacked ('' when they can): a part
+  not declared stackable (``Needs.stackable``), or a model whose training-mode forward
+  pass depends on more than its weights and the example."""
+  reason = program.unstackable_reason()
+  if reason:
+    return reason
   for layer in model.submodules:
     if isinstance(layer, _BATCH_DEPENDENT_LAYERS):
       return (f'model layer {layer.name} ({type(layer).__name__}) depends on more than '
@@ -132,9 +124,9 @@ def unstackable_reason(model: tf.keras.Model, objective: ClientObjective) -> str
   return ''
 
 
-def _client_contexts(model, objective: ClientObjective, weights, batches, mask, hparams):
-  """Each client's context ``prologue_of_logits`` of the received ``weights``' logits of
-  its real examples in ``batches`` (``[C, P, B, ...]``, the prologue's pass), and its
+def _client_contexts(model, program: ClientProgram, weights, batches, mask, hparams):
+  """Each client's context (the parts' ``start`` on the received ``weights``' logits of
+  its real examples in ``batches``, ``[C, P, B, ...]``, the pass they read) and its
   reported metrics: two structures of ``[C, ...]`` tensors."""
   x = batches['x']
   rows = tf.concat([[-1], tf.shape(x)[3:]], 0)
@@ -146,32 +138,47 @@ def _client_contexts(model, objective: ClientObjective, weights, batches, mask, 
   real = tf.reshape(mask, [num_clients, -1])
 
   def of_client(c):
-    context = objective.prologue_of_logits(tf.boolean_mask(logits[c], real[c]),
-                                           tf.boolean_mask(labels[c], real[c]), hparams)
-    return context, objective.client_metrics(context, hparams)
+    ctx = ClientContext(hparams, logits=tf.boolean_mask(logits[c], real[c]),
+                        labels=tf.boolean_mask(labels[c], real[c]))
+    program.start(ctx)
+    return ctx.values(), dict(ctx.metrics)
 
   signature = tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape, t.dtype),
                                     of_client(0))
   return tf.map_fn(of_client, tf.range(num_clients), fn_output_signature=signature)
 
 
-def build_stacked_training(model: tf.keras.Model, optimizer, objective: ClientObjective,
+def _masked_sums(batch, real, per_example, logits, count):
+  """``[loss sum, correct, examples, aggregation weight]`` of a step's real examples."""
+  per_example = tf.where(real, per_example, tf.zeros_like(per_example))
+  predicted = tf.argmax(logits, axis=-1, output_type=tf.int64)
+  correct = tf.reduce_sum(tf.cast(
+      tf.logical_and(real, tf.equal(predicted, tf.cast(batch['y'], tf.int64))), tf.float32))
+  if client_work.AGGREGATION_WEIGHT_KEY in batch:
+    weight = tf.reduce_sum(tf.where(
+        real, tf.cast(batch[client_work.AGGREGATION_WEIGHT_KEY], tf.float32), 0.0))
+  else:
+    weight = count
+  return tf.stack([tf.reduce_sum(per_example), correct, count, weight])
+
+
+def build_stacked_training(model: tf.keras.Model, optimizer, program: ClientProgram,
                            weight_decay: float = 0.0):
   """A ``tf.function`` training a group of stacked clients (module doc).
 
   ``(initial_weights, hparams, batches, mask, prologue_batches, prologue_mask) ->
   (updates, sums, metrics)``: ``batches`` maps each dataset field to ``[C, S, B, ...]``,
   ``mask`` is ``[C, S, B]`` bool; ``prologue_batches`` and ``prologue_mask`` are the
-  same of the pass ``prologue_of_logits`` reads (no steps when the objective reads
-  none this round); ``updates`` are ``initial - trained`` stacked per client
-  (``ModelWeights`` of ``[C, ...]``), ``sums`` the per-client ``loss_sum``,
-  ``correct``, ``num_examples`` and ``weight_sum`` (the aggregation weight summed over
-  every pass) and ``metrics`` the objective's reported ones, as ``[C]`` tensors.
+  same of the pass the parts' ``start`` reads (no steps when none reads it this round);
+  ``updates`` are ``initial - trained`` stacked per client (``ModelWeights`` of
+  ``[C, ...]``), ``sums`` the per-client ``loss_sum``, ``correct``, ``num_examples`` and
+  ``weight_sum`` (the aggregation weight summed over every pass) and ``metrics`` the
+  parts' reported ones, as ``[C]`` tensors.
   """
   weights = client_work.model_weights_of(model)
   trainable_specs = tuple(tf.TensorSpec(v.shape, v.dtype) for v in weights.trainable)
   regularizers = weight_regularizers(model)
-  reads_logits = objective.reads_received_logits()
+  reads_logits = program.reads_received_logits()
 
   @tf.function(reduce_retracing=True)  # Should a round bring other fields (see below).
   def train(initial_weights, hparams, batches, mask, prologue_batches, prologue_mask):
@@ -180,7 +187,7 @@ def build_stacked_training(model: tf.keras.Model, optimizer, objective: ClientOb
     non_trainable = tuple(tf.convert_to_tensor(w) for w in initial_weights.non_trainable)
     contexts, metrics = {}, {}
     if reads_logits:
-      contexts, metrics = _client_contexts(model, objective, initial_weights,
+      contexts, metrics = _client_contexts(model, program, initial_weights,
                                            prologue_batches, prologue_mask, hparams)
 
     def per_client(value):
@@ -189,35 +196,29 @@ def build_stacked_training(model: tf.keras.Model, optimizer, objective: ClientOb
 
     def client_step(args):
       trainable, opt_state, batch, real, context = args
-      with tf.GradientTape() as tape:
-        tape.watch(trainable)
+      ctx = ClientContext(hparams, values=context, initial_trainable=initial_trainable)
+      count = tf.reduce_sum(tf.cast(real, tf.float32))
+
+      def forward(x):
         with substituted(model, client_work.model_weights_of_values(trainable,
                                                                     non_trainable)):
-          logits = model(batch['x'], training=True)
-        per_example = objective.loss(batch, logits, None, context, hparams, None)
+          return None, model(x, training=True)
+
+      def mean(per_example):
         per_example = tf.where(real, per_example, tf.zeros_like(per_example))
-        count = tf.reduce_sum(tf.cast(real, tf.float32))
-        loss = tf.reduce_sum(per_example) / tf.maximum(count, 1.0)
-        if regularizers:  # The model's own losses, on this client's weights.
-          loss += tf.add_n([regularizer(trainable[i]) for i, regularizer in regularizers])
-      new_opt_state, new_trainable = client_step_lib.optimizer_step(
-          optimizer, opt_state, trainable, tape.gradient(loss, trainable), initial_trainable,
-          objective, context, hparams, weight_decay)
+        return tf.reduce_sum(per_example) / tf.maximum(count, 1.0)
+
+      regularization = None
+      if regularizers:  # The model's own losses, on this client's weights.
+        regularization = lambda: tf.add_n([r(trainable[i]) for i, r in regularizers])  # pylint: disable=unnecessary-lambda-assignment
+      new_opt_state, new_trainable, _, per_example, logits = client_step_lib.train_step(
+          forward, trainable, program, optimizer, opt_state, batch, ctx, weight_decay,
+          mean=mean, regularization=regularization)
       stepped = count > 0
       keep = lambda new, old: tf.where(stepped, new, old)  # pylint: disable=unnecessary-lambda-assignment
       trainable = tuple(keep(n, o) for n, o in zip(new_trainable, trainable))
       opt_state = tf.nest.map_structure(keep, new_opt_state, opt_state)
-      predicted = tf.argmax(logits, axis=-1, output_type=tf.int64)
-      correct = tf.reduce_sum(tf.cast(
-          tf.logical_and(real, tf.equal(predicted, tf.cast(batch['y'], tf.int64))),
-          tf.float32))
-      if client_work.AGGREGATION_WEIGHT_KEY in batch:
-        weight = tf.reduce_sum(tf.where(
-            real, tf.cast(batch[client_work.AGGREGATION_WEIGHT_KEY], tf.float32), 0.0))
-      else:
-        weight = count
-      return trainable, opt_state, tf.stack([tf.reduce_sum(per_example), correct, count,
-                                             weight])
+      return trainable, opt_state, _masked_sums(batch, real, per_example, logits, count)
 
     trainable = tuple(per_client(w) for w in initial_trainable)
     opt_state = tf.nest.map_structure(per_client, optimizer.initialize(trainable_specs))
@@ -285,19 +286,20 @@ def _architecture(model: tf.keras.Model) -> str:
 _SHARED = {}  # shared_stacked_training's traced functions, by what they depend on.
 
 
-def shared_stacked_training(model: tf.keras.Model, optimizer, objective: ClientObjective,
+def shared_stacked_training(model: tf.keras.Model, optimizer, program: ClientProgram,
                             weight_decay: float = 0.0):
   """``build_stacked_training``, kept for the process: a later run with the same model
-  architecture, optimiser (type and settings), objective (type and settings) and weight
-  decay gets the function already traced. Anything that cannot be compared (a
-  subclassed model, an objective holding a callable) gets a function of its own."""
+  architecture, optimiser (type and settings), client parts (types and settings) and
+  weight decay gets the function already traced. Anything that cannot be compared (a
+  subclassed model, a part holding a callable) gets a function of its own."""
   try:
     key = (_architecture(model), type(optimizer), _fingerprint(vars(optimizer)),
-           type(objective), _fingerprint(vars(objective)), float(weight_decay))
+           tuple((type(p), _fingerprint(vars(p))) for p in program.parts),
+           float(weight_decay))
   except _Unshareable:
-    return build_stacked_training(model, optimizer, objective, weight_decay)
+    return build_stacked_training(model, optimizer, program, weight_decay)
   if key not in _SHARED:
-    _SHARED[key] = build_stacked_training(model, optimizer, objective, weight_decay)
+    _SHARED[key] = build_stacked_training(model, optimizer, program, weight_decay)
   return _SHARED[key]
 
 
@@ -335,9 +337,9 @@ def stack_batches(clients, orders, batch_size: int, passes: int):
   return batches, mask
 
 
-def prologue_pass(objective: ClientObjective, hparams) -> bool:
-  """Whether this round's clients make the pass ``prologue_of_logits`` reads."""
-  return objective.reads_received_logits() and bool(objective.received_logits_needed(hparams))
+def prologue_pass(program: ClientProgram, hparams) -> bool:
+  """Whether this round's clients make the pass of received logits the parts read."""
+  return program.reads_received_logits() and bool(program.received_logits_needed(hparams))
 
 
 def stack_round(clients, batch_size: int, local_epochs: int, prologue_pass: bool) -> tuple:

@@ -19,7 +19,7 @@ keeps the path and, for one call per client, why):
   of models without convolutions (which the vectorisation runs client by client). The
   next group's batches are cut while a group trains, and the groups' updates stay
   stacked, in client order, for the in-process aggregation (``ClientResults``).
-- **one call per client**: the kernel itself, for the objectives and models that cannot
+- **one call per client**: the kernel itself, for the client programs and models that cannot
   be stacked exactly (``stacked.unstackable_reason``), for clients of more steps on the
   CPU, and with ``fl.stack_clients: false``. Clients run one after another: with a
   thread (and a model) per core, two pooled_cnn clients at once ran MaskedOptim's
@@ -70,12 +70,12 @@ def training_device() -> str:
   return gpus[0].name.replace('/device:', '') if gpus else 'CPU'
 
 
-def why_not_stacked(model: tf.keras.Model, objective, stack: Optional[bool], device: str,
+def why_not_stacked(model: tf.keras.Model, program, stack: Optional[bool], device: str,
                     median_client_steps: Optional[int]) -> str:
   """Why this runtime trains one call per client ('' to stack; module doc)."""
   if stack is False:
     return 'fl.stack_clients: false'
-  reason = stacked.unstackable_reason(model, objective)
+  reason = stacked.unstackable_reason(model, program)
   if reason or stack or device != 'CPU':
     return reason
   looped = [layer.name for layer in model.submodules if isinstance(layer, _LOOPED_WHEN_STACKED)]
@@ -122,7 +122,7 @@ class InProcessClients:
 
   name = 'tf'
 
-  def __init__(self, model_fn, optimizer, objective, *, local_epochs: int,
+  def __init__(self, model_fn, optimizer, program, *, local_epochs: int,
                weight_decay: float, batch_size: int,
                clients_per_call: Optional[int] = None, stack: Optional[bool] = None,
                median_client_steps: Optional[int] = None):
@@ -132,18 +132,18 @@ class InProcessClients:
     self.batch_size = int(batch_size)
     self.device = training_device()
     model = model_fn()
-    self.unstacked_reason = why_not_stacked(model, objective, stack, self.device,
+    self.unstacked_reason = why_not_stacked(model, program, stack, self.device,
                                             median_client_steps)
     self.stacked = not self.unstacked_reason
     num_weights = sum(int(np.prod(v.shape)) for v in model.variables)
     self.clients_per_call = int(clients_per_call or max(1, min(
         MAX_AUTO_CLIENTS_PER_CALL, AUTO_STACK_BYTES // (16 * max(num_weights, 1)))))
-    self._objective = objective
+    self._program = program
     if self.stacked:
-      self._stacked_kernel = stacked.shared_stacked_training(model, optimizer, objective,
+      self._stacked_kernel = stacked.shared_stacked_training(model, optimizer, program,
                                                              weight_decay)
     else:
-      self._kernel = client_work.build_local_training(model, optimizer, objective,
+      self._kernel = client_work.build_local_training(model, optimizer, program,
                                                       self.local_epochs, weight_decay,
                                                       model_fn)
 
@@ -163,7 +163,7 @@ class InProcessClients:
     hparams = collections.OrderedDict(
         (name, tf.convert_to_tensor(value)) for name, value in hparams.items())
     weights = tf.nest.map_structure(tf.convert_to_tensor, weights)
-    if self.stacked:  # Stacked objectives keep no client state.
+    if self.stacked:  # Stacked client parts keep no client state.
       results, sums, diagnostics = self._train_stacked(weights, hparams, client_data, faults)
       new_states = list(client_states)
     else:
@@ -199,7 +199,7 @@ class InProcessClients:
                       'not tf.data datasets')
     steps = [client_data_lib.steps_per_pass(c.num_examples, self.batch_size) for c in clients]
     order = sorted(range(len(clients)), key=lambda i: steps[i])
-    prologue_pass = stacked.prologue_pass(self._objective, hparams)
+    prologue_pass = stacked.prologue_pass(self._program, hparams)
 
     def batches_of(group):
       return stacked.stack_round([clients[i] for i in group], self.batch_size,
@@ -257,7 +257,7 @@ class InProcessClients:
         loss_sum=sums['loss_sum'], correct=sums['correct'],
         num_examples=sums['num_examples'], finite=finite,
         objective_metrics={name: objective_metrics[name]
-                           for name in self._objective.metric_names})
+                           for name in self._program.metric_names})
     update_weights = np.where(finite, sums['weight_sum'] / self.local_epochs, 0).astype(
         np.float32)
     views = tf.nest.map_structure(np.asarray, update)  # The tensors' memory, no copy.

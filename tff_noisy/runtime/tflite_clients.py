@@ -3,7 +3,7 @@ interpreter on the exported on-device training model; the server side stays TFF.
 
 ``TFLiteClients`` is a client runtime (``FederatedProcess.clients``): ``train`` runs each
 client's round through ``tflite_export.device_client.DeviceClient`` (restore the broadcast
-weights, the objective's prologue on the device, ``local_epochs`` passes of ``train`` over
+weights, the client parts' start on the device, ``local_epochs`` passes of ``train`` over
 the client's batches in the dataset's order, ``upload``) and returns the same
 ``ClientResult`` values and training metrics as the TFF client work. The process feeds
 them to its own ``aggregate`` (the configured aggregator and the finalizer), as for
@@ -31,16 +31,16 @@ class TFLiteClients:
 
   name = 'tflite'
 
-  def __init__(self, model_fn, optimizer, objective, *, local_epochs: int,
+  def __init__(self, model_fn, optimizer, program, *, local_epochs: int,
                weight_decay: float, faults: bool = False):
     if faults:
       raise ConfigError('fl.client_runtime: tflite does not simulate faults (faults:); '
                         'use fl.client_runtime: tff')
-    training.check_objective(objective)
-    self.objective = objective
+    training.check_program(program)
+    self.program = program
     self.local_epochs = int(local_epochs)
     module = training.build_training_module(
-        model_fn(), objective, optimizer, local_epochs=self.local_epochs,
+        model_fn(), program, optimizer, local_epochs=self.local_epochs,
         weight_decay=weight_decay)
     self.tflite_bytes = training.convert_training_module(module)
     self.client = device_client.DeviceClient(self.tflite_bytes)
@@ -58,7 +58,7 @@ class TFLiteClients:
     flat = list(weights.trainable) + list(weights.non_trainable)
     num_trainable = len(weights.trainable)
     hparams = {name: np.asarray(value) for name, value in hparams.items()}
-    metric_names = self.objective.metric_names
+    metric_names = self.program.metric_names
     results, per_client = [], []
     for client in client_data:
       dataset = client_data_lib.as_dataset(client)
@@ -71,7 +71,7 @@ class TFLiteClients:
                                            non_trainable=update[num_trainable:]),
           upload.update_weight, loss_sum=upload.loss_sum, correct=upload.correct,
           num_examples=upload.num_examples, finite=finite,
-          objective_metrics=(self.objective.device_metrics(upload.prologue)
+          objective_metrics=(self.program.device_metrics(upload.prologue)
                              if metric_names else None))
       results.append(result)
       per_client.append(metrics)

@@ -23,6 +23,7 @@ from tff_noisy.errors import UserError
 from tff_noisy.federated import aggregators
 from tff_noisy.federated import client_data as client_data_lib
 from tff_noisy.federated import client_work
+from tff_noisy.federated.client_parts import ClientProgram
 from tff_noisy.methods import base as method_base
 from tff_noisy.simulation import results as results_lib
 from tff_noisy.tff_runtime import import_tff
@@ -125,7 +126,8 @@ def build_method(config: ExperimentConfig, data,
       model_fn or make_model_fn(config, data.input_shape, data.num_classes))
   setup = build_setup(config, data, choices,
                       element_spec(data, fields, config.fl.batch_size), client_model_fn)
-  if model_fn is not None and method_cls.objective(choices.method_params, setup).uses_features:
+  if model_fn is not None and ClientProgram(
+      method_cls.client_parts(choices.method_params, setup)).uses_features:
     try:
       models.features_and_logits(model_fn())
     except ValueError as e:
@@ -134,12 +136,12 @@ def build_method(config: ExperimentConfig, data,
   return method_cls.build(choices.method_params, setup)
 
 
-def client_objective(config: ExperimentConfig, data):
-  """``(setup, objective)`` of the config's clients, without a process (TFLite export)."""
+def client_program(config: ExperimentConfig, data):
+  """``(setup, ClientProgram)`` of the config's clients, without a process (TFLite export)."""
   choices = validation.validate_experiment(config)
   setup = build_setup(config, data, choices)
-  return setup, methods.METHODS[config.method.name].resolve().objective(
-      choices.method_params, setup)
+  return setup, ClientProgram(methods.METHODS[config.method.name].resolve().client_parts(
+      choices.method_params, setup))
 
 
 class FinishedRun(NamedTuple):

@@ -8,7 +8,7 @@ Keyed by client id, two kinds of value:
   and the config (NNC's corrected labels, encoder embeddings): never checkpointed, so
   a checkpoint does not grow with the data set, and recomputed on resume.
 
-A client objective's state (``ClientObjective.state_spec``) is kept under its own names
+The client parts' state (``ClientPart.state_spec``) is kept under its own names
 and checked against the declared shapes and dtypes every time it is handed out.
 """
 

@@ -295,7 +295,7 @@ class Simulation:
                     byzantine_clients=[cid for cid in datasets if cid in self.byzantine])
       fault_args['faults'] = [self._client_fault(cid, round_num) for cid in datasets]
     if datasets:
-      client_states = [store.objective_state(cid, self.process.objective, data.y[cid])
+      client_states = [store.objective_state(cid, self.process.program, data.y[cid])
                        for cid in datasets]
       self.state, metrics, client_states, diagnostics = method.run_round(
           self.state, datasets, client_states, **fault_args)

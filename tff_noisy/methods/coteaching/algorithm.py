@@ -1,6 +1,6 @@
 """Co-teaching (Han et al. 2018, Algorithm 1) uplifted to FL as MaskedOptim's Table 3
 compares it: each client trains the two-network model (``networks``) on the cross-update
-loss (``objective``); the server aggregates it as any model, so each network is averaged
+loss (``parts``); the server aggregates it as any model, so each network is averaged
 with the configured aggregator, and evaluates network f. Before every round the server
 sets the forget rate τ(T) of its schedule (``ops.coteaching.forget_rate``, T the round)
 in the hparams the clients receive.
@@ -8,7 +8,7 @@ in the hparams the clients receive.
 
 from tff_noisy.methods import base
 from tff_noisy.methods.coteaching.networks import two_networks
-from tff_noisy.methods.coteaching.objective import CoTeachingObjective, FORGET_RATE
+from tff_noisy.methods.coteaching.parts import CrossUpdateLoss, FORGET_RATE
 from tff_noisy.ops import coteaching
 
 
@@ -20,9 +20,9 @@ class CoTeaching(base.Method):
     return two_networks(model_fn)
 
   @classmethod
-  def objective(cls, params, setup):
+  def client_parts(cls, params, setup):
     del params
-    return CoTeachingObjective(setup.num_classes)
+    return [CrossUpdateLoss(setup.num_classes)]
 
   def before_round(self, round_num, state, datasets_fn, store):
     del datasets_fn, store

@@ -1,7 +1,7 @@
 """FedAvg: cross-entropy clients; FedProx: the same with the local proximal term
 (mu/2)||w - w_global||^2 (Li et al. 2020, Eq. 2)."""
 
-from tff_noisy.federated.objectives.base import ClientObjective
+from tff_noisy.federated.client_parts import CrossEntropy, Proximal
 from tff_noisy.methods import base
 
 
@@ -12,6 +12,6 @@ class FedAvg(base.Method):
 class FedProx(base.Method):
 
   @classmethod
-  def objective(cls, params, setup):
+  def client_parts(cls, params, setup):
     del setup
-    return ClientObjective(proximal_strength=params.mu)
+    return [CrossEntropy(), Proximal(params.mu)]

@@ -9,7 +9,7 @@ code Xu-Jingyi/FedCorr, ``main.py``).
   every client trains once per iteration. A client trains on cross-entropy plus the
   adaptive proximal term β μ̂_k ‖w − w_g‖ (μ̂_k: its latest noise-level estimate, 0 in the
   first iteration) and returns its trained local model's probabilities on its examples
-  (``objective.py``).
+  (``parts.py``).
 - After each iteration (``after_training``, once the clients' outputs are stored): the
   server adds each client's LID score
   to its cumulative one; a GMM on the cumulative scores flags the noisy clients; each
@@ -27,7 +27,7 @@ code Xu-Jingyi/FedCorr, ``main.py``).
   labels.
 - Mixup (``params.mixup``, as every command line of the released code runs it): in all
   three stages each local step trains on its batch mixed with a permutation of itself
-  (``objective.py``); the round's seed is drawn from (seed, round), each client's key is
+  (``parts.py``); the round's seed is drawn from (seed, round), each client's key is
   its place among the clients.
 
 Where the released code and the paper differ, the code is followed: the per-sample loss
@@ -50,7 +50,9 @@ import tensorflow as tf
 from tff_noisy.federated import probe
 from tff_noisy.methods import base
 from tff_noisy.methods import client_detection
-from tff_noisy.methods.fedcorr import objective as fedcorr_objective
+from tff_noisy.federated.client_parts import CrossEntropy, Mixup
+from tff_noisy.federated.client_parts import mixup as mixup_part
+from tff_noisy.methods.fedcorr import parts as fedcorr_parts
 from tff_noisy.methods.fedcorr.diagnostics import Relabelling
 from tff_noisy.methods.maskedoptim.diagnostics import NoisyClients
 from tff_noisy.ops import fedcorr
@@ -69,14 +71,14 @@ class FedCorr(base.Method):
   """Pre-processing iterations, fine-tuning on the clean clients, usual training."""
 
   @classmethod
-  def objective(cls, params, setup):
-    return fedcorr_objective.FedCorrObjective(
-        setup.num_classes, params.mixup_alpha if params.mixup else None)
+  def client_parts(cls, params, setup):
+    loss = Mixup(float(params.mixup_alpha)) if params.mixup else CrossEntropy()
+    return [fedcorr_parts.AdaptiveProximal(setup.num_classes), loss]
 
   @classmethod
   def dataset_fields(cls, params, data) -> dict:
     del data
-    return {fedcorr_objective.MIX_KEY: (np.int32, ())} if params.mixup else {}
+    return {mixup_part.MIX_KEY: (np.int32, ())} if params.mixup else {}
 
   def __init__(self, process, params, setup):
     super().__init__(process, params, setup)
@@ -100,7 +102,7 @@ class FedCorr(base.Method):
     del store
     if not self.params.mixup:
       return {}
-    return {fedcorr_objective.MIX_KEY: np.full(num_examples, self._keys[client_id],
+    return {mixup_part.MIX_KEY: np.full(num_examples, self._keys[client_id],
                                                np.int32)}
 
   def stage(self, round_num: int) -> int:
@@ -113,18 +115,18 @@ class FedCorr(base.Method):
   def eligible_clients(self, round_num, client_ids, store):
     if self.stage(round_num) != 2:
       return client_ids
-    objective = self.process.objective
+    program = self.process.program
     return [cid for cid in client_ids if float(store.objective_state(
-        cid, objective, self._observed[cid])[fedcorr_objective.NOISE_LEVEL])
+        cid, program, self._observed[cid])[fedcorr_parts.NOISE_LEVEL])
             <= self.params.clean_threshold]
 
   def before_round(self, round_num, state, datasets_fn, store):
     self._round = round_num
     first = self.stage(round_num) == 1
-    hparams = {fedcorr_objective.PREPROCESSING: np.int32(first),
-               fedcorr_objective.BETA: np.float32(self.params.beta if first else 0.0)}
+    hparams = {fedcorr_parts.PREPROCESSING: np.int32(first),
+               fedcorr_parts.BETA: np.float32(self.params.beta if first else 0.0)}
     if self.params.mixup:
-      hparams[fedcorr_objective.MIX_SEED] = np.int32(np.random.SeedSequence(
+      hparams[mixup_part.MIX_SEED] = np.int32(np.random.SeedSequence(
           [self.setup.seed, round_num]).generate_state(1)[0] >> 1)
     state = self.process.set_hparams(state, hparams)
     if self.stage(round_num) != 2:
@@ -154,14 +156,14 @@ class FedCorr(base.Method):
 
   def _after_iteration(self, iteration, state, store) -> dict:
     """The server's step after pre-processing iteration ``iteration`` (module doc)."""
-    params, objective, seed = self.params, self.process.objective, self.setup.seed
+    params, program, seed = self.params, self.process.program, self.setup.seed
     labels = self._labels(store)
     clients = [cid for cid in self._x if len(labels[cid])]
-    outputs = {cid: store.objective_state(cid, objective, self._observed[cid])
+    outputs = {cid: store.objective_state(cid, program, self._observed[cid])
                for cid in clients}
     cumulative = {}
     for cid in clients:
-      score = fedcorr.client_lid(outputs[cid][fedcorr_objective.PROBS], params.lid_k)
+      score = fedcorr.client_lid(outputs[cid][fedcorr_parts.PROBS], params.lid_k)
       cumulative[cid] = store.get(cid, CUMULATIVE_LID, 0.0) + score
       store.set(cid, CUMULATIVE_LID, cumulative[cid])
     flags = dict(zip(clients, (bool(f) for f in fedcorr.noisy_clients(
@@ -170,7 +172,7 @@ class FedCorr(base.Method):
     global_probs = self._global_probs(state, labels, noisy)
     levels, relabelled, changed = {}, {}, {}
     for cid in clients:
-      losses = fedcorr.sample_losses(outputs[cid][fedcorr_objective.PROBS], labels[cid])
+      losses = fedcorr.sample_losses(outputs[cid][fedcorr_parts.PROBS], labels[cid])
       levels[cid] = fedcorr.noise_level(losses, seed) if flags[cid] else 0.0
       if flags[cid]:
         result = fedcorr.relabel(labels[cid], global_probs[cid], params.confidence,
@@ -181,7 +183,7 @@ class FedCorr(base.Method):
         store.set(cid, LABELS, result.labels)
       store.set(cid, NOISY, flags[cid])
       client = dict(outputs[cid])
-      client[fedcorr_objective.NOISE_LEVEL] = np.float32(levels[cid])
+      client[fedcorr_parts.NOISE_LEVEL] = np.float32(levels[cid])
       store.set_objective_state(cid, client)
     return {'fedcorr_preprocessing': {
         'iteration': iteration, 'cumulative_lid': cumulative, 'noise_levels': levels,
@@ -201,7 +203,7 @@ class FedCorr(base.Method):
   def run_round(self, state, datasets, client_states, faults=None):
     """Pre-processing: the iteration's groups one after the other (module doc); later
     stages: the process's round."""
-    if not self.process.get_hparams(state)[fedcorr_objective.PREPROCESSING]:
+    if not self.process.get_hparams(state)[fedcorr_parts.PREPROCESSING]:
       return super().run_round(state, datasets, client_states, faults)
     client_ids = list(datasets)
     group = max(int(len(client_ids) * self.params.frac1), 1)

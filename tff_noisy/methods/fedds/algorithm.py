@@ -25,7 +25,7 @@ import tensorflow as tf
 from tff_noisy.federated import client_work
 from tff_noisy.methods import base
 from tff_noisy.methods.fedds.diagnostics import Reliabilities
-from tff_noisy.federated.objectives.base import ClientObjective
+from tff_noisy.federated.client_parts import CrossEntropy, Proximal
 from tff_noisy.ops import dawid_skene
 from tff_noisy.ops import dawid_skene_tf as ds_tf
 from tff_noisy.tff_runtime import import_tff
@@ -136,9 +136,10 @@ class FedDS(base.Method):
     self.em = None  # Federated EM computations (em: federated).
 
   @classmethod
-  def objective(cls, params, setup):
+  def client_parts(cls, params, setup):
     del setup
-    return ClientObjective(proximal_strength=getattr(params, 'mu', 0.0))
+    mu = getattr(params, 'mu', 0.0)  # FedDS over FedProx (fedds_fedprox).
+    return [CrossEntropy()] + ([Proximal(mu)] if mu else [])
 
   def prepare(self, data, store) -> dict:
     del store

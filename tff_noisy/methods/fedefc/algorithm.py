@@ -27,23 +27,24 @@ import numpy as np
 import tensorflow as tf
 
 from tff_noisy.federated import probe
-from tff_noisy.federated.objectives import base as objectives_base
+from tff_noisy.federated import client_work
 from tff_noisy.methods import base
-from tff_noisy.methods.fedefc import objective as forward_correction
+from tff_noisy.methods.fedefc import parts as forward_correction
 from tff_noisy.methods.fedefc.diagnostics import TransitionEstimates
 from tff_noisy.ops import prestop
 from tff_noisy.ops import transition_tf
 
-def _matrix_estimates(objective: forward_correction.ForwardCorrectionObjective):
-  """Statistic: the client's (confident-joint, anchor) matrices [C, C], as the prologue's."""
-  num_classes = objective.num_classes
+def _matrix_estimates(part: forward_correction.ForwardCorrection):
+  """Statistic: the client's (confident-joint, anchor) matrices [C, C], as the part's
+  ``start`` estimates them."""
+  num_classes = part.num_classes
 
   def statistic(model, dataset):
-    logits, labels = objectives_base.inference_pass(lambda x: model(x, training=False),
-                                                    dataset)
+    logits, labels = client_work.inference_pass(lambda x: model(x, training=False),
+                                                dataset)
     probs = tf.nn.softmax(tf.reshape(logits, [-1, num_classes]))
     return (transition_tf.estimate_transition_matrix(probs, labels, num_classes),
-            transition_tf.anchor_transition_matrix(probs, objective.anchor_percentile))
+            transition_tf.anchor_transition_matrix(probs, part.anchor_percentile))
 
   return statistic
 
@@ -57,17 +58,17 @@ class FedEFC(base.Method):
       monitor_count=np.int32(0), switch_round=np.int32(-1))
 
   @classmethod
-  def objective(cls, params, setup):
-    return forward_correction.ForwardCorrectionObjective(
+  def client_parts(cls, params, setup):
+    return [forward_correction.ForwardCorrection(
         setup.num_classes, normalise=params.normalise, prior_comp=params.prior_comp,
-        signal=params.signal)
+        signal=params.signal)]
 
   def __init__(self, process, params, setup):
     super().__init__(process, params, setup)
     self.matrix_probe = None
     if params.report_matrix_error:
       self.matrix_probe = probe.build_probe(setup.model_fn, setup.element_spec,
-                                            _matrix_estimates(process.objective),
+                                            _matrix_estimates(process.program.parts[0]),
                                             in_process=setup.probes_in_process)
 
   def _monitor(self, state) -> prestop.Monitor:
@@ -112,7 +113,7 @@ class ForwardCorrection(FedEFC):
   """Plain forward correction (Patrini et al. 2017) after the same prestopping switch."""
 
   @classmethod
-  def objective(cls, params, setup):
-    return forward_correction.ForwardCorrectionObjective(
+  def client_parts(cls, params, setup):
+    return [forward_correction.ForwardCorrection(
         setup.num_classes, estimator='anchor', anchor_percentile=params.anchor_percentile,
-        prior_comp=params.prior_comp, signal=params.signal)
+        prior_comp=params.prior_comp, signal=params.signal)]

@@ -34,15 +34,15 @@ tff = import_tff()
 NOISE_ESTIMATE = 'noise_estimate'
 
 
-def _before_and_after_training(setup, objective):
+def _before_and_after_training(setup, program):
   """Statistic: (global-model logits, trained local-model logits) [N, C] on a client.
 
-  The client trains exactly as its round's client work does (same optimiser, objective
+  The client trains exactly as its round's client work does (same optimiser, client parts
   and weight decay), so the local model scored is the one the round aggregates.
   """
 
   def statistic(model, dataset):
-    train = client_work.build_local_training(model, setup.client_optimizer, objective,
+    train = client_work.build_local_training(model, setup.client_optimizer, program,
                                              setup.local_epochs, setup.weight_decay)
     global_logits = probe.logits_of(model, dataset)
     with tf.control_dependencies([global_logits]):
@@ -53,7 +53,7 @@ def _before_and_after_training(setup, objective):
   return statistic
 
 
-def build_private_estimation(setup, objective, *, temperature: float, nu: float,
+def build_private_estimation(setup, program, *, temperature: float, nu: float,
                              score_range, num_bins: int):
   """``(global weights@SERVER, data@CLIENTS) -> <tau@SERVER, n_hat@CLIENTS>``.
 
@@ -62,7 +62,7 @@ def build_private_estimation(setup, objective, *, temperature: float, nu: float,
   histogram and each client returns its scalar estimate.
   """
   client_logits = probe.build_client_statistic(
-      setup.model_fn, setup.element_spec, _before_and_after_training(setup, objective))
+      setup.model_fn, setup.element_spec, _before_and_after_training(setup, program))
   weights_type, data_type = client_logits.type_signature.parameter
   low, high = (float(v) for v in score_range)
 
@@ -110,12 +110,12 @@ class FedLN(base.Method):
       return
     if params.threshold == 'private':
       self.estimation = build_private_estimation(
-          setup, process.objective, temperature=params.temperature, nu=params.nu,
+          setup, process.program, temperature=params.temperature, nu=params.nu,
           score_range=params.score_range, num_bins=params.score_bins)
     else:
       self.estimation = probe.build_probe(
           setup.model_fn, setup.element_spec,
-          _before_and_after_training(setup, process.objective),
+          _before_and_after_training(setup, process.program),
           in_process=setup.probes_in_process)
 
   def prepare(self, data, store) -> dict:

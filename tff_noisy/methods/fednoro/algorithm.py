@@ -1,7 +1,7 @@
 """FedNoRo (Wu et al., IJCAI 2023): two stages (released code wnn2000/FedNoRo).
 
 - Stage 1, rounds 1..T_w (warm-up): every sampled client trains on logit-adjusted
-  cross-entropy with its observed-label prior (``objective.py``); FedAvg aggregation.
+  cross-entropy with its observed-label prior (``parts.py``); FedAvg aggregation.
 - Detection, before round T_w + 1 (the end of stage 1), with the global model after T_w rounds: the
   per-class-loss GMM vote on every client with data (``methods.client_detection``, the
   code's nine fits). Each client's flag goes into its objective state in the driver's
@@ -29,7 +29,7 @@ import numpy as np
 import tensorflow as tf
 
 from tff_noisy.methods import client_detection
-from tff_noisy.methods.fednoro import objective as fednoro_objective
+from tff_noisy.methods.fednoro import parts as fednoro_parts
 from tff_noisy.methods.fednoro.diagnostics import DaAggWeights
 from tff_noisy.methods.maskedoptim.diagnostics import NoisyClients
 from tff_noisy.ops import fednoro
@@ -38,12 +38,12 @@ from tff_noisy.ops import fednoro
 class FedNoRo(client_detection.DetectingMethod):
   """Logit-adjusted warm-up, one GMM detection, distillation and DaAgg after it."""
 
-  NOISY_KEY = fednoro_objective.NOISY
+  NOISY_KEY = fednoro_parts.NOISY
   _stage2 = False  # Whether the round before_round prepared is in stage 2.
 
   @classmethod
-  def objective(cls, params, setup):
-    return fednoro_objective.FedNoRoObjective(setup.num_classes, params.temperature)
+  def client_parts(cls, params, setup):
+    return [fednoro_parts.FedNoRoLoss(setup.num_classes, params.temperature)]
 
   def before_round(self, round_num, state, datasets_fn, store):
     self._stage2 = round_num >= self.detection_round
@@ -56,7 +56,7 @@ class FedNoRo(client_detection.DetectingMethod):
     params = self.params
     weight = fednoro.kd_weight(round_num, params.kd_weight, params.rampup_start,
                                params.rampup_end)
-    state = self.process.set_hparams(state, {fednoro_objective.KD_WEIGHT: weight})
+    state = self.process.set_hparams(state, {fednoro_parts.KD_WEIGHT: weight})
     diagnostics['kd_weight'] = weight
     return state, diagnostics
 
@@ -65,7 +65,7 @@ class FedNoRo(client_detection.DetectingMethod):
     if not self._stage2:
       return super().run_round(state, datasets, client_states, faults)
     client_ids = list(datasets)
-    noisy = [bool(s[fednoro_objective.NOISY]) for s in client_states]
+    noisy = [bool(s[fednoro_parts.NOISY]) for s in client_states]
 
     def weigh(results, global_weights):
       del global_weights

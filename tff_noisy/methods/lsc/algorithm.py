@@ -2,7 +2,7 @@
 
 docs/papers/lsc.md has the paper's equations and how its ambiguities were resolved.
 
-Every client trains on CE + λ L_CL (``objective.py``), whose in-batch
+Every client trains on CE + λ L_CL (``parts.py``), whose in-batch
 neighbours come from a frozen encoder's embeddings; the server runs the configured
 aggregator as for FedAvg. The encoder runs once per dataset and encoder, before round 1
 (``prepare``), on every training example un-augmented (docs/papers/lsc.md, ambiguity
@@ -26,11 +26,12 @@ import numpy as np
 
 from tff_noisy.embeddings import encoders
 from tff_noisy.methods import base
-from tff_noisy.methods.lsc import objective as objective_lib
+from tff_noisy.federated.client_parts import CrossEntropy
+from tff_noisy.methods.lsc import parts as lsc_parts
 from tff_noisy.methods.lsc.diagnostics import NeighbourPurity
 from tff_noisy.ops import contrastive
 
-EMBEDDING = objective_lib.EMBEDDING_KEY
+EMBEDDING = lsc_parts.EMBEDDING_KEY
 
 
 class LSC(base.Method):
@@ -41,9 +42,10 @@ class LSC(base.Method):
     return {EMBEDDING: (np.float32, (encoders.embedding_width(params, data),))}
 
   @classmethod
-  def objective(cls, params, setup):
-    return objective_lib.KSimilarityObjective(params.k, params.temperature, params.lam,
-                                              params.exclude_self)
+  def client_parts(cls, params, setup):
+    del setup
+    return [CrossEntropy(), lsc_parts.KSimilarity(params.k, params.temperature, params.lam,
+                                                  params.exclude_self)]
 
   @property
   def width(self) -> int:

@@ -2,7 +2,7 @@
 correction, geometric-median aggregation (docs/papers/maskedoptim.md).
 
 - Rounds 1..T_w (warm-up): every sampled client trains on cross-entropy of its logits
-  adjusted by its observed-label class prior (``objective.py``).
+  adjusted by its observed-label class prior (``parts.py``).
 - Detection, before round T_w + 1, with the global model after T_w rounds: a probe runs
   on *every* client with data (not only the round's sample) and returns its per-class
   mean cross-entropy in inference mode (NaN for a class it lacks); the server fills,
@@ -32,7 +32,7 @@ truth (``detection_truth``, ``label_estimate_accuracy``).
 """
 
 from tff_noisy.methods import client_detection
-from tff_noisy.methods.maskedoptim import objective as masked_optim
+from tff_noisy.methods.maskedoptim import parts as masked_optim
 from tff_noisy.methods.maskedoptim.diagnostics import LabelEstimates, NoisyClients
 from tff_noisy.ops import label_distribution
 
@@ -43,11 +43,11 @@ class MaskedOptim(client_detection.DetectingMethod):
   NOISY_KEY = masked_optim.NOISY
 
   @classmethod
-  def objective(cls, params, setup):
-    return masked_optim.MaskedOptimObjective(
+  def client_parts(cls, params, setup):
+    return [masked_optim.MaskedOptimLoss(
         setup.num_classes, alpha=params.alpha, beta=params.beta_value(), tau=params.tau,
         label_lr=params.label_lr, label_scale=params.label_scale, zeta=params.zeta,
-        mask=params.mask, variant=params.loss_variant, clip=params.logit_clip)
+        mask=params.mask, variant=params.loss_variant, clip=params.logit_clip)]
 
   def before_round(self, round_num, state, datasets_fn, store):
     if round_num != self.detection_round:
@@ -57,10 +57,10 @@ class MaskedOptim(client_detection.DetectingMethod):
   def diagnose(self, round_num, state, store) -> dict:
     if round_num < self.detection_round:
       return {}
-    objective = self.process.objective
+    program = self.process.program
     flags, estimates = {}, {}
     for cid, (_, y) in self._clients.items():
-      client = store.objective_state(cid, objective, y)
+      client = store.objective_state(cid, program, y)
       flags[cid] = bool(client[masked_optim.NOISY])
       if flags[cid]:
         estimates[cid] = label_distribution.corrected_labels(

@@ -1,7 +1,8 @@
 """SCAFFOLD (Karimireddy et al. 2020, Algorithm 1, option II) and SCAFFOLD under FedDS's
 aggregation weights (FedDS Table 4's "SCAFFOLD + FedDS").
 
-Clients take corrected steps and keep their control variates (``objective``); the model
+Clients take corrected steps and keep their control variates (the shared client part
+``client_parts.ControlVariate``); the model
 step is the configured aggregator and server optimiser on the clients' updates (FedAvg's:
 x += server_lr · the weighted mean of Δy), then the server's control variate takes
 c += sum_S(Δc_i)/N (``ops.scaffold.server_control_update``) and is broadcast with the
@@ -10,7 +11,7 @@ next round's hparams.
 
 from tff_noisy.methods import base
 from tff_noisy.methods.fedds.algorithm import FedDS
-from tff_noisy.methods.scaffold.objective import ControlVariateObjective
+from tff_noisy.federated.client_parts import ControlVariate, CrossEntropy
 from tff_noisy.ops import scaffold
 
 
@@ -22,10 +23,10 @@ class Scaffold(base.Method):
     self.num_clients = None  # N, from the data (``prepare``).
 
   @classmethod
-  def objective(cls, params, setup):
+  def client_parts(cls, params, setup):
     del params
     shapes = [v.shape for v in setup.model_fn().trainable_variables]
-    return ControlVariateObjective(shapes, setup.client_lr)
+    return [CrossEntropy(), ControlVariate(shapes, setup.client_lr)]
 
   def prepare(self, data, store) -> dict:
     extra = super().prepare(data, store)
@@ -33,13 +34,11 @@ class Scaffold(base.Method):
     return extra
 
   def server_update(self, state, outputs):
-    objective = self.process.objective
     hparams = self.process.get_hparams(state)
+    names = tuple(hparams)  # The control variates' (the only hparams).
     control = scaffold.server_control_update(
-        [hparams[n] for n in objective.names], [outputs[n] for n in objective.names],
-        self.num_clients)
-    return self.process.set_hparams(state, dict(hparams, **dict(zip(objective.names,
-                                                                     control))))
+        [hparams[n] for n in names], [outputs[n] for n in names], self.num_clients)
+    return self.process.set_hparams(state, dict(hparams, **dict(zip(names, control))))
 
 
 class FedDSScaffold(Scaffold, FedDS):

@@ -1,18 +1,18 @@
-"""MaskedOptim's client side (Jiang et al. 2025, §4.1-4.2).
+"""MaskedOptim's client part (Jiang et al. 2025, §4.1-4.2).
 
 A client's state (checkpointed by the driver's store) is its detection flag ``noisy``
 (0 until the server's detection, then fixed) and its per-sample label logits
 ``label_logits`` ỹ [n, C], initialised to K·onehot(ŷ) and rewritten only while the
-client is noisy. The objective, per client:
+client is noisy. The part, per client:
 
-- clean (and every client during warm-up, when no flag is set yet): the prologue counts
+- clean (and every client during warm-up, when no flag is set yet): ``start`` counts
   the client's *observed* labels on the client (a label-only pass) into the class prior
   π (floored at 1e-8) and training uses cross-entropy of z + log π (Eq. 4); the label
   logits get a zero gradient and stay as they are; the update is not scaled;
 - noisy: the label-distribution loss of ``ops.label_distribution`` (paper or code
   variant, with or without the mask) on the batch's rows of ỹ, gathered by the dataset's
-  ``index``; the rows take their own plain gradient step ỹ ← ỹ − η ∇ (``update_rows``);
-  after local training the epilogue merges ỹ with the trained model's eval-mode
+  ``index``; the rows take their own plain gradient step ỹ ← ỹ − η ∇ (``after_step``);
+  after local training ``finish`` merges ỹ with the trained model's eval-mode
   probabilities, ỹ ← K (P + softmax(ỹ)) / 2, and pre-merges the model with the received
   one (Eq. 16), which scales the client's update by ζ.
 
@@ -28,7 +28,7 @@ import collections
 import numpy as np
 import tensorflow as tf
 
-from tff_noisy.federated.objectives.base import ClientObjective
+from tff_noisy.federated.client_parts import ClientPart, Needs
 from tff_noisy.ops import label_distribution
 from tff_noisy.ops import label_distribution_tf
 
@@ -36,18 +36,15 @@ NOISY = 'noisy'
 LABEL_LOGITS = 'label_logits'
 
 
-class MaskedOptimObjective(ClientObjective):
+class MaskedOptimLoss(ClientPart):
   """Logit-adjusted CE for clean clients; end-to-end label correction for noisy ones."""
 
-  trainable_state = LABEL_LOGITS
-  metric_names = ('noisy_client',)
-  per_example_loss = True  # Each example's loss reads its own label logits row.
+  needs = Needs(rows=LABEL_LOGITS, metrics=('noisy_client',))
 
   def __init__(self, num_classes: int, *, alpha: float = 0.5, beta: float = 0.1,
                tau: float = 0.8, label_lr: float = 1000.0,
                label_scale: float = label_distribution.LABEL_SCALE, zeta: float = 0.8,
                mask: bool = True, variant: str = 'paper', clip: float = 1.0):
-    super().__init__()
     if variant not in label_distribution.VARIANTS:
       raise ValueError(f"variant must be one of {', '.join(label_distribution.VARIANTS)}, "
                        f'got {variant!r}')
@@ -68,31 +65,28 @@ class MaskedOptimObjective(ClientObjective):
         (LABEL_LOGITS, label_distribution.initial_label_logits(
             labels, self.num_classes, self.label_scale))])
 
-  def prologue(self, predict, dataset, state, hparams):
-    del predict, hparams
-    counts = label_distribution_tf.dataset_class_counts(dataset, self.num_classes)
-    noisy = tf.equal(state[NOISY], 1)
-    return {'log_prior': tf.math.log(label_distribution_tf.prior_from_counts(counts)),
-            'noisy': noisy, 'noisy_client': tf.cast(noisy, tf.float32)}
+  def start(self, ctx):
+    counts = label_distribution_tf.dataset_class_counts(ctx.dataset, self.num_classes)
+    noisy = tf.equal(ctx.state[NOISY], 1)
+    ctx['log_prior'] = tf.math.log(label_distribution_tf.prior_from_counts(counts))
+    ctx['noisy'] = noisy
+    ctx.report('noisy_client', tf.cast(noisy, tf.float32))
 
-  def loss(self, batch, logits, features, context, hparams, rows):
-    del features, hparams
+  def loss(self, batch, out, ctx):
     return tf.cond(
-        context['noisy'],
+        ctx['noisy'],
         lambda: label_distribution_tf.label_distribution_loss(
-            batch['y'], logits, rows, **self.loss_args),
+            batch['y'], out.logits, out.rows, **self.loss_args),
         lambda: label_distribution_tf.logit_adjusted_cross_entropy(
-            batch['y'], logits, context['log_prior']))
+            batch['y'], out.logits, ctx['log_prior']))
 
-  def update_rows(self, rows, gradients, hparams):
-    del hparams
-    if gradients is None:  # The loss did not involve the rows at all.
-      return rows
-    return rows - self.label_lr * gradients
+  def after_step(self, weights, ctx):
+    if ctx.row_grads is not None:  # None: the loss did not involve the rows at all.
+      ctx.rows = ctx.rows - self.label_lr * ctx.row_grads
+    return weights
 
-  def epilogue(self, predict, dataset, context, state, hparams):
-    del hparams
-    table = state[LABEL_LOGITS]
+  def finish(self, ctx):
+    predict, dataset, table = ctx.predict, ctx.dataset, ctx.state[LABEL_LOGITS]
 
     def merged():
       def collect(probs, batch):
@@ -101,7 +95,6 @@ class MaskedOptimObjective(ClientObjective):
       probs = dataset.reduce(tf.zeros_like(table), collect)
       return label_distribution_tf.merge_label_logits(table, probs, self.label_scale)
 
-    noisy = context['noisy']
-    new_table = tf.cond(noisy, merged, lambda: table)
-    scale = tf.where(noisy, tf.constant(self.zeta), tf.constant(1.0))
-    return collections.OrderedDict([(NOISY, state[NOISY]), (LABEL_LOGITS, new_table)]), scale
+    noisy = ctx['noisy']
+    ctx.state[LABEL_LOGITS] = tf.cond(noisy, merged, lambda: table)
+    ctx.scale_update(tf.where(noisy, tf.constant(self.zeta), tf.constant(1.0)))

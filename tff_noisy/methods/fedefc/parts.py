@@ -1,10 +1,10 @@
-"""Forward correction on the client: FedEFC's and plain forward correction's client side.
+"""Forward correction on the client: FedEFC's and plain forward correction's client part.
 
 Two phases, set by the server through the ``corrected`` hparam (the prestopping switch,
 ``algorithm.py``; the paper's §3.1-3.2):
 
 - stage 1 (``corrected`` 0): cross-entropy, as FedAvg;
-- stage 2 (1): the prologue runs the just-received global model in inference mode over
+- stage 2 (1): the part's ``start`` reads the just-received global model in inference mode over
   the client's whole local set and estimates the client's own Q^k[i, j] = p(noisy i |
   true j) from its probabilities and noisy labels: FedEFC's confident-joint counts
   (Eqs. 3-9) or Patrini's anchors (the baseline), optionally prior-compensated [code].
@@ -26,7 +26,7 @@ import collections
 import numpy as np
 import tensorflow as tf
 
-from tff_noisy.federated.objectives.base import ClientObjective
+from tff_noisy.federated.client_parts import ClientPart, DeviceForm, Needs
 from tff_noisy.ops import losses
 from tff_noisy.ops import transition
 from tff_noisy.ops import transition_tf
@@ -41,16 +41,18 @@ def _own_label_accuracy(logits, labels):
   return tf.reduce_sum(hits) / tf.maximum(tf.cast(tf.size(hits), tf.float32), 1.0)
 
 
-class ForwardCorrectionObjective(ClientObjective):
-  """Cross-entropy, then the forward-corrected loss with the client's own Q^k."""
+def _corrected(hparams):
+  """Whether the round is in stage 2 (the ``training`` signal's stage 1 reads nothing)."""
+  return tf.equal(hparams['corrected'], 1)
 
-  per_example_loss = True  # Each example's corrected loss reads its own label and logits.
+
+class ForwardCorrection(ClientPart):
+  """Cross-entropy, then the forward-corrected loss with the client's own Q^k."""
 
   def __init__(self, num_classes: int, *, estimator: str = 'confident_joint',
                normalise: str = 'column',
                anchor_percentile: float = 97.0, prior_comp: bool = False,
                signal: str = 'global'):
-    super().__init__()
     for name, value, allowed in (('estimator', estimator, ESTIMATORS),
                                  ('normalise', normalise, transition.NORMALISATIONS),
                                  ('signal', signal, SIGNALS)):
@@ -63,9 +65,20 @@ class ForwardCorrectionObjective(ClientObjective):
     self.prior_comp = bool(prior_comp)
     self.signal = signal
     self.hparams = collections.OrderedDict(corrected=np.int32(0))
-    self.device_context = {'matrix': np.eye(self.num_classes, dtype=np.float32)}
     self.metric_names = (('received_accuracy',) if signal == 'global' else ()) + (
         'matrix_singular', 'matrix_clipped_columns')
+
+  @property
+  def needs(self) -> Needs:
+    # Stackable: each example's corrected loss reads its own label and logits, and the
+    # context only the received logits.
+    return Needs(received_logits=True if self.signal == 'global' else _corrected,
+                 metrics=self.metric_names, stackable=True)
+
+  @property
+  def device(self) -> DeviceForm:
+    return DeviceForm(context={'matrix': np.eye(self.num_classes, dtype=np.float32)},
+                      start=self._device_start, metrics=self._device_metrics)
 
   def _estimated(self, probs, labels):
     """``(Q^k as estimated, clipped columns)``: confident-joint counts (Eqs. 3-9) or anchors."""
@@ -89,12 +102,14 @@ class ForwardCorrectionObjective(ClientObjective):
     singular = tf.cast(transition_tf.is_singular(estimated), tf.float32)
     return self._applied(estimated, labels), clipped, singular
 
-  def received_logits_needed(self, hparams):
-    if self.signal == 'global':
-      return True
-    return tf.equal(hparams['corrected'], 1)  # Stage 1 reads nothing.
+  def start(self, ctx):
+    for name, value in self._context(ctx.logits, ctx.labels, ctx.hparams).items():
+      ctx[name] = value
+      if name in self.metric_names:
+        ctx.report(name, value)
 
-  def prologue_of_logits(self, logits, labels, hparams):
+  def _context(self, logits, labels, hparams):
+    """Q^k (stage 2; the identity in stage 1) and what the round reports."""
     logits = tf.reshape(logits, [-1, self.num_classes])
     matrix, clipped, singular = tf.cond(
         tf.equal(hparams['corrected'], 1),
@@ -106,8 +121,8 @@ class ForwardCorrectionObjective(ClientObjective):
       context['received_accuracy'] = _own_label_accuracy(logits, labels)
     return context
 
-  def device_prologue(self, predict, x, y, hparams):
-    """The prologue over the whole local set at once; the singular flag is left to the
+  def _device_start(self, predict, x, y, hparams):
+    """The start over the whole local set at once; the singular flag is left to the
     host (``device_metrics``: its SVD is no TFLite op), which gets the matrix as
     estimated (``estimated``, before prior compensation) to test it."""
     logits = predict(x)
@@ -124,21 +139,16 @@ class ForwardCorrectionObjective(ClientObjective):
     return {'matrix': matrix, 'estimated': estimated, 'received_accuracy': accuracy,
             'matrix_clipped_columns': clipped}
 
-  def device_metrics(self, outputs):
+  def _device_metrics(self, outputs):
     values = {'received_accuracy': float(outputs['received_accuracy']),
               'matrix_clipped_columns': float(outputs['matrix_clipped_columns']),
               'matrix_singular': float(transition.is_singular(outputs['estimated']))}
     return {name: values[name] for name in self.metric_names}
 
-  def describe(self):
-    return dict(super().describe(), estimator=self.estimator, normalise=self.normalise,
-                prior_comp=self.prior_comp, anchor_percentile=self.anchor_percentile)
-
-  def loss(self, batch, logits, features, context, hparams, rows):
-    del features, rows
+  def loss(self, batch, out, ctx):
     # Both, then the phase's: the unselected loss adds exact zeros to the gradient, and
     # the stacked runtime's vectorisation (pfor) cannot take the gradient of a tf.cond.
     return tf.where(
-        tf.equal(hparams['corrected'], 1),
-        losses.forward_corrected_cross_entropy(batch['y'], logits, context['matrix']),
-        losses.cross_entropy(batch['y'], logits))
+        tf.equal(ctx.hparams['corrected'], 1),
+        losses.forward_corrected_cross_entropy(batch['y'], out.logits, ctx['matrix']),
+        losses.cross_entropy(batch['y'], out.logits))
