@@ -287,12 +287,13 @@ def test_loss_terms_are_summed_in_the_parts_order_and_none_gives_no_term():
 
 
 class _Declares(ClientPart):
-  """State, hparams, device context and needs as given."""
+  """State, hparams, device context (no on-device form: None) and needs as given."""
 
   def __init__(self, state=(), hparams=(), device_context=(), **needs):
     self.state_spec = {n: tf.TensorSpec([], tf.int32) for n in state}
     self.hparams = {n: np.float32(len(n)) for n in hparams}
-    self.device = DeviceForm(context={n: np.zeros(2, np.float32) for n in device_context})
+    self.device = None if device_context is None else DeviceForm(
+        context={n: np.zeros(2, np.float32) for n in device_context})
     self.needs = Needs(**needs)
 
   def initial_state(self, labels):
@@ -351,11 +352,13 @@ def test_stackable_and_device_reasons_come_from_declarations_not_overrides():
   # The same overrides, declared: the program asks nothing of which points a part defines.
   declared = ClientProgram([_DeclaredShifted(), Proximal(1.0)])
   assert declared.unstackable_reason() == '' and declared.device_reason() == ''
-  # Stackable but not on devices, and the other way round: each reason stands alone.
-  only_device = _Declares()
-  assert ClientProgram([only_device]).unstackable_reason().startswith(
-      'client part _Declares is not declared stackable')
-  assert ClientProgram([only_device]).device_reason() == ''
+  # On devices but not stackable, and the other way round: each reason stands alone.
+  on_device = ClientProgram([_Declares()])
+  assert on_device.unstackable_reason().startswith('client part _Declares is not declared')
+  assert on_device.device_reason() == ''
+  stackable = ClientProgram([_Declares(device_context=None, stackable=True)])
+  assert stackable.unstackable_reason() == ''
+  assert stackable.device_reason() == 'client part _Declares has no on-device form'
 
 
 def test_device_start_and_metrics_run_every_part_with_a_device_form():
