@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from tff_noisy.federated import client_work
 from tff_noisy.federated import process as process_lib
-from tff_noisy.federated.objectives.base import ClientObjective
+from tff_noisy.federated.client_parts import ClientProgram, CrossEntropy, Proximal
 from tff_noisy.simulation import assembly
 from tff_noisy.tff_runtime import import_tff
 
@@ -35,13 +35,13 @@ def _client(seed, n):
   return rng.normal(size=(n, 4)), rng.integers(0, 3, n)
 
 
-def _build(spec, objective=None):
+def _build(spec, program=None):
   return process_lib.build_process(_model_fn, spec, tff.learning.optimizers.build_sgdm(0.5),
-                                   objective=objective)
+                                   program=program)
 
 
 def _next(process, state, datasets):
-  """A round of a stateless objective (every client's state is ``()``)."""
+  """A round of stateless client parts (every client's state is ``()``)."""
   return process.next(state, datasets, [()] * len(datasets))
 
 
@@ -160,7 +160,8 @@ def test_fedprox_pulls_towards_global_model():
     return sum(np.sum((a - b) ** 2) for a, b in zip(after, model.get_weights()))
 
   plain = distance(_build(spec))
-  prox = distance(_build(spec, ClientObjective(proximal_strength=1.0)))
+  prox = distance(_build(spec, ClientProgram([CrossEntropy(), Proximal(1.0)])))
   assert prox < 0.8 * plain
-  with pytest.raises(ValueError, match='proximal_strength'):
-    ClientObjective(proximal_strength=-1.0)
+  for mu in (-1.0, 0.0):
+    with pytest.raises(ValueError, match='mu must be > 0'):
+      Proximal(mu)

@@ -60,7 +60,7 @@ _PACKAGE = {
         import tensorflow as tf
 
         from tff_noisy import diagnostics
-        from tff_noisy.federated.objectives.base import ClientObjective
+        from tff_noisy.federated.client_parts import ClientPart, ON_DEVICE
         from tff_noisy.methods import base
 
 
@@ -76,22 +76,22 @@ _PACKAGE = {
                 for cid, y in self.labels.items()}}
 
 
-        class GCEObjective(ClientObjective):
+        class GCELoss(ClientPart):
+          device = ON_DEVICE  # Its registry entry is not off_device.
 
           def __init__(self, q):
-            super().__init__()
             self.q = float(q)
 
-          def loss(self, batch, logits, features, context, hparams, rows):
-            p_y = tf.gather(tf.nn.softmax(logits), batch['y'], batch_dims=1)
+          def loss(self, batch, out, ctx):
+            p_y = tf.gather(tf.nn.softmax(out.logits), batch['y'], batch_dims=1)
             return (1.0 - p_y ** self.q) / self.q
 
 
         class GCE(base.Method):
 
           @classmethod
-          def objective(cls, params, setup):
-            return GCEObjective(params.q)
+          def client_parts(cls, params, setup):
+            return [GCELoss(params.q)]
 
           def prepare(self, data, store):
             return {'label_agreement': LabelAgreement(

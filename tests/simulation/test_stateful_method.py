@@ -1,6 +1,6 @@
 """A toy stateful method through the driver: client state persists, phases survive resume.
 
-The toy counts each client's rounds in its objective state, and the server switches a
+The toy counts each client's rounds in its client part's state, and the server switches a
 phase (a loss scale broadcast as an hparam) once the round's training accuracy passes a
 threshold: both are decided by earlier rounds, so a resumed run only equals the
 uninterrupted one if the checkpoint keeps them.
@@ -16,31 +16,31 @@ from tff_noisy import config as config_lib
 from tff_noisy import methods
 from tff_noisy.methods import base
 from tff_noisy.params import Params
-from tff_noisy.federated.objectives.base import ClientObjective
+from tff_noisy.federated.client_parts import ClientPart
 from tff_noisy.ops import losses
 from tff_noisy.simulation import client_state
 
 
-class _PhasedCounting(ClientObjective):
+class _PhasedCounting(ClientPart):
   state_spec = {'rounds': tf.TensorSpec([], tf.int32)}
   hparams = {'phase': np.int32(0)}
 
   def initial_state(self, labels):
     return {'rounds': np.int32(0)}
 
-  def loss(self, batch, logits, features, context, hparams, rows):
-    scale = 1.0 + tf.cast(hparams['phase'], tf.float32)
-    return scale * losses.cross_entropy(batch['y'], logits)
+  def loss(self, batch, out, ctx):
+    scale = 1.0 + tf.cast(ctx.hparams['phase'], tf.float32)
+    return scale * losses.cross_entropy(batch['y'], out.logits)
 
-  def epilogue(self, predict, dataset, context, state, hparams):
-    return collections.OrderedDict(rounds=state['rounds'] + 1), tf.constant(1.0)
+  def finish(self, ctx):
+    ctx.state['rounds'] = ctx.state['rounds'] + 1
 
 
 class _ToyMethod(base.Method):
 
   @classmethod
-  def objective(cls, params, setup):
-    return _PhasedCounting()
+  def client_parts(cls, params, setup):
+    return [_PhasedCounting()]
 
   def after_round(self, round_num, state, metrics):
     phase = int(self.process.get_hparams(state)['phase'])
