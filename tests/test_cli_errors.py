@@ -45,6 +45,26 @@ def test_numbers_in_exponent_form_are_numbers(tmp_path, text, value):
   assert isinstance(config.fl.rounds, int)
 
 
+@pytest.mark.parametrize('text, value', [
+    ('017', 17), ('-017', -17), ('0x1f', 31), ('0b101', 5), ('1_000', 1000), ('08', 8),
+])
+def test_integers_are_read_as_yaml_1_2_not_1_1_octal(text, value):
+  assert config_lib.apply_overrides({}, [f'x={text}']) == {'x': value}
+
+
+def test_a_seed_with_a_leading_zero_is_that_decimal_seed(tmp_path):
+  assert config_lib.load(_DEMO, ['seed=017']).seed == 17
+  path = tmp_path / 'c.yaml'
+  path.write_text('seed: 017\nfl:\n  rounds: 010\n')
+  assert (config_lib.load(str(path)).seed, config_lib.load(str(path)).fl.rounds) == (17, 10)
+
+
+def test_a_base_60_number_is_a_string_the_field_refuses(capsys, tmp_path):
+  assert config_lib.apply_overrides({}, ['x=1:00', 'y=1:30.5']) == {'x': '1:00', 'y': '1:30.5'}
+  assert _fails(capsys, ['run', _DEMO, '--set', 'seed=1:00', '--out', str(tmp_path)]) == (
+      "seed: expected an integer, got '1:00'")
+
+
 @pytest.mark.parametrize('override, message', [
     ('fl.client_lr=abc', "fl.client_lr: expected a number, got 'abc'"),
     ('fl.client_lr=1e-3x', "fl.client_lr: expected a number, got '1e-3x'"),

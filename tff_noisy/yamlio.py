@@ -1,8 +1,10 @@
-"""YAML as people write it: numbers in every exponent form, errors in one line.
+"""YAML as people write it: numbers as YAML 1.2 reads them, errors in one line.
 
 PyYAML follows YAML 1.1, which reads ``1e-3``, ``1E6`` and ``+1e3`` as strings (its
-floats need a dot and a signed exponent). :func:`load` reads them as YAML 1.2 does:
-as floats.
+floats need a dot and a signed exponent), ``017`` as the octal 15 and ``1:00`` as the
+base-60 number 60. :func:`load` reads them as YAML 1.2 does: the exponent forms as
+floats, a leading zero as decimal (``017`` is 17) and ``1:00`` as a string (so a field
+that wants a number refuses it by name). ``0x1f``, ``0b101`` and ``1_000`` stay numbers.
 """
 
 import re
@@ -10,19 +12,47 @@ from typing import Any
 
 import yaml
 
+_INT = 'tag:yaml.org,2002:int'
+_FLOAT = 'tag:yaml.org,2002:float'
+
 
 class YamlError(ValueError):
   """Text that is not YAML; the message is PyYAML's, with its line and column, in one line."""
 
 
 class _Loader(yaml.SafeLoader):
-  """``SafeLoader`` that also resolves exponent forms without a dot to floats."""
+  """``SafeLoader`` with YAML 1.2's numbers (see the module docstring)."""
 
 
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag not in (_INT, _FLOAT)]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
 _Loader.add_implicit_resolver(
-    'tag:yaml.org,2002:float',
-    re.compile(r'^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$'),
+    _INT, re.compile(r'^[-+]?(?:0b[01_]+|0x[0-9a-fA-F_]+|[0-9][0-9_]*)$'),
+    list('-+0123456789'))
+_Loader.add_implicit_resolver(
+    _FLOAT, re.compile(r'''^(?:[-+]?(?:
+        (?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9][0-9_]*)[eE][-+]?[0-9]+  # 1e-3, 1.5E+2, .5e3
+        |[0-9][0-9_]*\.[0-9_]*|\.[0-9][0-9_]*  # 1.5, 1., .5
+        |\.(?:inf|Inf|INF))
+      |\.(?:nan|NaN|NAN))$''', re.X),
     list('-+0123456789.'))
+
+
+def _construct_int(loader: _Loader, node: yaml.ScalarNode) -> int:
+  """An integer in base 10 (leading zeros too), or after ``0x`` / ``0b`` in base 16 / 2."""
+  text = loader.construct_scalar(node).replace('_', '')
+  digits = text.lstrip('+-')
+  base = {'0x': 16, '0b': 2}.get(digits[:2], 10)
+  try:
+    value = int(digits[2:] if base != 10 else digits, base)
+  except ValueError:  # An explicit !!int tag on text that is not one.
+    raise yaml.constructor.ConstructorError(
+        None, None, f'{text!r} is not an integer', node.start_mark) from None
+  return -value if text.startswith('-') else value
+
+
+_Loader.add_constructor(_INT, _construct_int)
 
 
 def load(stream) -> Any:
