@@ -480,7 +480,7 @@ def main(argv=None) -> None:
 
 
 def _exit(status: int, message) -> None:
-  print(f'{errors.PROG}: error: {message}', file=sys.stderr)
+  print(f'{errors.PROG}: error: {errors.shorten(str(message), 2000)}', file=sys.stderr)
   sys.exit(status)
 
 

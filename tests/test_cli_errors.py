@@ -80,6 +80,48 @@ def test_bad_values_say_what_they_got(capsys, tmp_path, override, message):
   assert _fails(capsys, ['run', _DEMO, '--set', override, '--out', str(tmp_path)]) == message
 
 
+def _alias_bomb(levels: int) -> str:
+  """A config whose fl.rounds is 9**levels strings through 9 aliases a level (before the
+  limit, its error's repr of the value ran out of memory)."""
+  nested = ['&x0 [a, a, a, a, a, a, a, a, a]']
+  nested += [f'&x{i} [{", ".join([f"*x{i - 1}"] * 9)}]' for i in range(1, levels + 1)]
+  return f'fl:\n  rounds: [{", ".join(nested)}]\n'
+
+
+def test_an_alias_bomb_is_refused_before_it_expands(capsys, tmp_path):
+  path = tmp_path / 'bomb.yaml'
+  path.write_text(_alias_bomb(9))  # 9**9 strings from 600 characters.
+  assert len(path.read_text()) < 1000
+  assert _fails(capsys, ['run', str(path), '--out', str(tmp_path / 'o')]) == (
+      f'config file {path}: more than 100,000 values once its aliases (*name) are expanded, '
+      'the most a config may hold; write the values out or use fewer aliases')
+  path.write_text(_alias_bomb(2))  # 81 values: aliases as people use them still load.
+  assert _fails(capsys, ['run', str(path), '--out', str(tmp_path / 'o')]).startswith(
+      "fl.rounds: expected an integer, got [['a', ")
+
+
+def test_an_alias_inside_its_own_anchor_is_refused(capsys, tmp_path):
+  path = tmp_path / 'loop.yaml'
+  path.write_text('noise:\n  rates: &r [0.1, *r]\n')
+  assert _fails(capsys, ['run', str(path), '--out', str(tmp_path / 'o')]) == (
+      f'config file {path}: an alias refers to the collection that holds it (line 2); '
+      'write the values out')
+
+
+def test_a_huge_config_or_value_is_refused_in_a_short_line(capsys, tmp_path):
+  path = tmp_path / 'big.yaml'
+  path.write_text('data:\n  dataset: ' + 'x' * (2 << 20) + '\n')
+  assert _fails(capsys, ['run', str(path), '--out', str(tmp_path / 'o')]) == (
+      f'config file {path}: more than 1,048,576 characters, the most a config may hold')
+  path.write_text('data:\n  dataset: ' + 'x' * 500_000 + '\n')
+  message = _fails(capsys, ['run', str(path), '--out', str(tmp_path / 'o')])
+  assert message.startswith("data.dataset: unknown dataset 'xxxx") and len(message) < 1000
+  assert '(500,000 characters)' in message
+  message = _fails(capsys, ['run', _DEMO, '--set', 'fl.rounds=' + 'x' * 100_000, '--out',
+                            str(tmp_path / 'o')])
+  assert message.startswith("fl.rounds: expected an integer, got 'xxx") and len(message) < 200
+
+
 def test_yaml_syntax_error_is_one_line_with_line_and_column(capsys, tmp_path):
   path = tmp_path / 'bad.yaml'
   path.write_text('fl:\n  rounds: 3\n  client_lr 0.1\n')

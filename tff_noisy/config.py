@@ -19,7 +19,7 @@ from tff_noisy import registry
 from tff_noisy import yamlio
 from tff_noisy.device import DEVICES
 from tff_noisy.errors import ConfigError  # pylint: disable=unused-import (re-exported)
-from tff_noisy.errors import warn
+from tff_noisy.errors import shorten, shown, warn
 from tff_noisy.ops import faults as faults_lib
 from tff_noisy.params import described, did_you_mean
 
@@ -252,15 +252,15 @@ def _type_ok(value: Any, annotation: Any) -> Any:
 
 def _build(cls, values: Any, path: str):
   if not isinstance(values, dict):
-    raise ConfigError(f'{path or "config"}: expected a mapping, got {values!r}')
+    raise ConfigError(f'{path or "config"}: expected a mapping, got {shown(values)}')
   fields = {f.name: f for f in dataclasses.fields(cls)}
   hints = typing.get_type_hints(cls)
   kwargs = {}
   for key, value in values.items():
     name = f'{path}.{key}' if path else str(key)
     if key not in fields:
-      raise ConfigError(f"unknown config key '{name}'{did_you_mean(key, fields)} "
-                        f"Allowed here: {', '.join(fields)}")
+      raise ConfigError(f"unknown config key '{shorten(name, 80)}'"
+                        f"{did_you_mean(key, fields)} Allowed here: {', '.join(fields)}")
     annotation = hints[key]
     if dataclasses.is_dataclass(annotation):
       kwargs[key] = _build(annotation, value, name)
@@ -268,7 +268,7 @@ def _build(cls, values: Any, path: str):
     try:
       kwargs[key] = _type_ok(value, annotation)
     except TypeError as e:
-      raise ConfigError(f'{name}: expected {e.args[0]}, got {value!r}') from None
+      raise ConfigError(f'{name}: expected {e.args[0]}, got {shown(value)}') from None
   return cls(**kwargs)
 
 
@@ -285,18 +285,18 @@ def apply_overrides(values: dict, overrides: list) -> dict:
   """Applies ``key.sub=value`` strings (values parsed as YAML, see yamlio) to nested dicts."""
   for item in overrides or ():
     if '=' not in item:
-      raise ConfigError(f"--set {item!r}: expected key=value, e.g. fl.rounds=20")
+      raise ConfigError(f'--set {shown(item)}: expected key=value, e.g. fl.rounds=20')
     key, raw = item.split('=', 1)
     target = values
     parts = key.strip().split('.')
     for part in parts[:-1]:
       target = target.setdefault(part, {})
       if not isinstance(target, dict):
-        raise ConfigError(f'--set {key}: {part} is not a section')
+        raise ConfigError(f'--set {shorten(key, 80)}: {shorten(part, 80)} is not a section')
     try:
       target[parts[-1]] = yamlio.load(raw)
     except yamlio.YamlError as e:
-      raise ConfigError(f'--set {item}: invalid YAML: {e}') from None
+      raise ConfigError(f'--set {shorten(item, 80)}: {e}') from None
   return values
 
 
@@ -315,7 +315,7 @@ def load(path: str, overrides: Optional[list] = None, imports: tuple = ()) -> Ex
   except UnicodeDecodeError:
     raise ConfigError(f'config file {path}: not a UTF-8 text file') from None
   except yamlio.YamlError as e:
-    raise ConfigError(f'config file {path}: invalid YAML: {e}') from None
+    raise ConfigError(f'config file {path}: {e}') from None
   if values is None:
     values = {}
   if not isinstance(values, dict):

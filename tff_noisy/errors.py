@@ -4,6 +4,7 @@ Importable from anywhere without an import cycle (it imports nothing of the proj
 """
 
 import errno
+import reprlib
 import sys
 
 PROG = 'tff-noisy'
@@ -28,6 +29,25 @@ def os_reason(error: OSError) -> str:
   if error.errno in (errno.ENOSPC, errno.EDQUOT):
     reason += ': the disk is full'
   return reason
+
+
+def shorten(text: str, limit: int) -> str:
+  """``text``, its middle left out past ``limit`` characters, so that a message naming a
+  huge value stays one readable line."""
+  if len(text) <= limit:
+    return text
+  half = limit // 2
+  return f'{text[:half]}...{text[-half:]} ({len(text):,} characters)'
+
+
+_BRIEF = reprlib.Repr()  # Reprs of collections cut short (a nested list, a dict).
+_BRIEF.maxlevel, _BRIEF.maxother = 2, 80
+
+
+def shown(value) -> str:
+  """The repr of ``value`` for a message: past 80 characters a string's middle is left
+  out, and a collection's repr is cut short (never built whole)."""
+  return shorten(repr(value) if isinstance(value, str) else _BRIEF.repr(value), 80)
 
 
 def warn(message: str) -> None:

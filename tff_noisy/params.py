@@ -14,7 +14,7 @@ import difflib
 import typing
 from typing import ClassVar
 
-from tff_noisy.errors import ConfigError
+from tff_noisy.errors import ConfigError, shorten, shown
 
 FIELD = 'method.params.'
 
@@ -42,7 +42,12 @@ def help_of(field: dataclasses.Field) -> str:
 
 def did_you_mean(value, choices, cutoff: float = 0.6) -> str:
   """"; did you mean 'X'?" for the choice closest to ``value``, or '' if none is close."""
-  close = difflib.get_close_matches(str(value), list(choices), n=1, cutoff=cutoff)
+  word, choices = str(value), [str(choice) for choice in choices]
+  # difflib's ratio is at most 2c / (len(word) + c) for a choice of c characters: a word
+  # far longer than every choice is close to none (and difflib is slow on it).
+  if cutoff * len(word) > (2 - cutoff) * max(map(len, choices), default=0):
+    return ''
+  close = difflib.get_close_matches(word, choices, n=1, cutoff=cutoff)
   return f"; did you mean '{close[0]}'?" if close else ''
 
 
@@ -55,7 +60,7 @@ def require(condition: bool, name: str, message: str, value, prefix: str = FIELD
   """Raises ``ConfigError('method.params.NAME: needs MESSAGE, got VALUE')`` unless
   ``condition`` (another field ``prefix`` than method.params.)."""
   if not condition:
-    fail(name, f'needs {message}, got {value!r}', prefix)
+    fail(name, f'needs {message}, got {shown(value)}', prefix)
 
 
 _TYPE_CHECKS = {int: (is_integer, 'an integer'), float: (is_number, 'a number'),
@@ -82,12 +87,12 @@ class Params:
     ``context``; ConfigError for a name it does not take (``owner``: whose parameters
     they are; ``belongs(key)``: where a misplaced key belongs, for the message)."""
     if not isinstance(values, dict):
-      raise ConfigError(f'{cls.prefix[:-1]}: expected a mapping, got {values!r}')
+      raise ConfigError(f'{cls.prefix[:-1]}: expected a mapping, got {shown(values)}')
     allowed = [f.name for f in dataclasses.fields(cls)]
     for key in values:
       if key not in allowed:
         where = belongs(key) if belongs else ''
-        fail(key, f"not a parameter of '{owner}'{where}{did_you_mean(key, allowed, 0.5)} "
+        fail(shorten(str(key), 80), f"not a parameter of '{owner}'{where}{did_you_mean(key, allowed, 0.5)} "
              f"Allowed: {', '.join(allowed) or 'none'}", cls.prefix)
     resolved = cls(**values)
     resolved.validate(context)

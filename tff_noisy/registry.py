@@ -15,7 +15,7 @@ import dataclasses
 import importlib
 from typing import Callable, Optional
 
-from tff_noisy.errors import ConfigError
+from tff_noisy.errors import ConfigError, shorten
 from tff_noisy.params import did_you_mean
 
 
@@ -89,7 +89,7 @@ class Registry(collections.abc.Mapping):
     name for any other."""
     entries = self._found()
     if name not in entries:
-      raise ConfigError(f"{self.field}: unknown {self.kind} '{name}'"
+      raise ConfigError(f"{self.field}: unknown {self.kind} '{shorten(str(name), 80)}'"
                         f"{did_you_mean(name, entries)} Allowed: {', '.join(self)}"
                         + (f' ({self.unknown_hint})' if self.unknown_hint else ''))
     return entries[name]
