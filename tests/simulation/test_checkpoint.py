@@ -201,6 +201,29 @@ def test_corrupt_latest_falls_back_to_the_one_before(tmp_path, capsys, damage, n
   assert f'resuming from {tmp_path / "round_00002"}' in warning
 
 
+def _fifo(path):
+  os.remove(path)
+  os.mkfifo(path)
+
+
+def _device(path):
+  os.remove(path)
+  os.symlink('/dev/zero', path)
+
+
+@pytest.mark.parametrize('damage', [_fifo, _device])
+@pytest.mark.parametrize('name', ['meta.json', 'state.npz', 'client_state.npz'])
+def test_a_fifo_or_device_in_a_checkpoint_is_unusable_not_read(tmp_path, capsys, damage, name):
+  _save(tmp_path, 2)
+  _save(tmp_path, 4)
+  damage(tmp_path / 'round_00004' / name)
+  assert _load(tmp_path).round_num == 2
+  assert f'({name} is not a regular file) is unusable; resuming from' in capsys.readouterr().err
+  damage(tmp_path / 'round_00002' / name)
+  with pytest.raises(checkpoint.CheckpointError, match=f'{name} is not a regular file'):
+    _load(tmp_path)
+
+
 def test_no_usable_checkpoint_is_a_clear_error(tmp_path):
   _save(tmp_path, 2)
   _save(tmp_path, 4)

@@ -18,6 +18,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import zipfile
 from typing import Any, List, NamedTuple, Optional
 
@@ -247,7 +248,7 @@ def _checkpoints(directory: str) -> list:
 def _read(path: str) -> tuple:
   """``(meta, state arrays, client arrays)``; raises _Unusable saying what is wrong."""
   try:
-    with open(os.path.join(path, _META), 'rb') as f:
+    with _open_file(os.path.join(path, _META)) as f:
       meta = json.loads(f.read())
     missing = [key for key in ('round', 'history', 'identity', 'sha256') if key not in meta]
     if missing:
@@ -255,15 +256,25 @@ def _read(path: str) -> tuple:
     for name in (_STATE, _CLIENTS):
       if _sha256(os.path.join(path, name)) != meta['sha256'].get(name):
         raise _Unusable(f'{name} does not match its checksum')
-    with np.load(os.path.join(path, _STATE)) as arrays:
+    with _open_file(os.path.join(path, _STATE)) as f, np.load(f) as arrays:
       flat = [arrays[k] for k in sorted(arrays.files)]
-    with np.load(os.path.join(path, _CLIENTS)) as arrays:
+    with _open_file(os.path.join(path, _CLIENTS)) as f, np.load(f) as arrays:
       client_arrays = {k: arrays[k] for k in arrays.files}
   except OSError as e:
     raise _Unusable(f'{os.path.basename(e.filename or path)}: {e.strerror}') from None
   except (ValueError, TypeError, AttributeError, zipfile.BadZipFile) as e:
     raise _Unusable(f'cannot be read: {e}') from None
   return meta, flat, client_arrays
+
+
+def _open_file(path: str):
+  """``path`` opened for reading in binary; _Unusable for anything but a regular file (a
+  FIFO or a device, also behind a symlink, would block the read or never end)."""
+  fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # A FIFO's open waits for no writer.
+  if not stat.S_ISREG(os.fstat(fd).st_mode):
+    os.close(fd)
+    raise _Unusable(f'{os.path.basename(path)} is not a regular file')
+  return os.fdopen(fd, 'rb')
 
 
 def _write_npz(path: str, arrays: dict) -> None:
@@ -275,7 +286,7 @@ def _write_npz(path: str, arrays: dict) -> None:
 
 def _sha256(path: str) -> str:
   digest = hashlib.sha256()
-  with open(path, 'rb') as f:
+  with _open_file(path) as f:
     for block in iter(lambda: f.read(1 << 20), b''):
       digest.update(block)
   return digest.hexdigest()
