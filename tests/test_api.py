@@ -231,6 +231,18 @@ def test_load_config_refuses_a_config_that_names_other_data():
     tff_noisy.run(['fl'], data=_data())
 
 
+def test_clients_per_round_is_checked_against_the_clients_of_data(tmp_path):
+  data = tff_noisy.federated_data(_clients(num_clients=20, size=3), num_classes=3)
+  path = tmp_path / 'c.yaml'
+  path.write_text('fl:\n  clients_per_round: 15\n')
+  for config in ({'fl': {'clients_per_round': 15}}, str(path)):
+    loaded = tff_noisy.load_config(config, data=data)
+    assert (loaded.partition.num_clients, loaded.clients_per_round()) == (20, 15)
+  with pytest.raises(ConfigError, match=r'fl.clients_per_round: must be in \[1, '
+                                        r'partition.num_clients=20\], got 21'):
+    tff_noisy.load_config({'fl': {'clients_per_round': 21}}, data=data)
+
+
 def _accuracies(records):
   return [record['test_accuracy'] for record in records]
 

@@ -108,11 +108,12 @@ def _checked_config(config: ConfigLike, data, model_fn) -> tuple:
 
 def _as_config(config: ConfigLike, data, model_fn) -> config_lib.ExperimentConfig:
   """``config`` as an ``ExperimentConfig`` on ``data`` and ``model_fn``; its own fields
-  checked, not yet the registries' choices (a compare checks each method's config)."""
+  checked once ``data`` has set the clients, not yet the registries' choices (a compare
+  checks each method's config)."""
   if isinstance(config, (str, os.PathLike)):
-    config = config_lib.load(os.fspath(config))
+    config = config_lib.load(os.fspath(config), validated=False)
   elif isinstance(config, dict):
-    config = config_lib.from_dict(config)
+    config = config_lib.parse(config)
   elif not isinstance(config, config_lib.ExperimentConfig):
     raise TypeError('config: expected a YAML path, a mapping or an ExperimentConfig, got '
                     f'{type(config).__name__}')

@@ -272,10 +272,15 @@ def _build(cls, values: Any, path: str):
   return cls(**kwargs)
 
 
+def parse(values: dict) -> ExperimentConfig:
+  """A config from nested dicts, its keys and types checked, its values not yet."""
+  return _build(ExperimentConfig, values or {}, '')
+
+
 def from_dict(values: dict) -> ExperimentConfig:
   """Builds and validates a config from nested dicts, then imports the modules its
   ``imports`` names (their methods, models and aggregators can then be named)."""
-  config = _build(ExperimentConfig, values or {}, '')
+  config = parse(values)
   validate(config)
   extensions.import_modules(config.imports)
   return config
@@ -300,9 +305,11 @@ def apply_overrides(values: dict, overrides: list) -> dict:
   return values
 
 
-def load(path: str, overrides: Optional[list] = None, imports: tuple = ()) -> ExperimentConfig:
+def load(path: str, overrides: Optional[list] = None, imports: tuple = (),
+         validated: bool = True) -> ExperimentConfig:
   """Loads a YAML config file, applies ``--set`` overrides, adds the modules of
-  ``imports`` (``--import``) after its own ``imports`` and validates it."""
+  ``imports`` (``--import``) after its own ``imports`` and validates it (with
+  ``validated=False`` only its keys and types: see :func:`parse`)."""
   try:
     with open(path) as f:
       values = yamlio.load(f)
@@ -328,7 +335,7 @@ def load(path: str, overrides: Optional[list] = None, imports: tuple = ()) -> Ex
   if imports and isinstance(values.get('imports', []), list):  # Else from_dict says why.
     own = values.get('imports', [])
     values['imports'] = own + [name for name in imports if name not in own]
-  return from_dict(values)
+  return (from_dict if validated else parse)(values)
 
 
 def _require(condition: bool, field: str, message: str):
