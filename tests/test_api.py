@@ -79,6 +79,20 @@ def test_federated_data_checks_labels_against_num_classes_and_truth():
     tff_noisy.federated_data(_clients(), test=(np.zeros((3, 5)), [0, 1, 2]))
 
 
+@pytest.mark.parametrize('labels, num_classes, match', [
+    ([0, -1, 2], None, r"clients\['a'\] labels: labels must be in \[0, 10,000\), got -1..2"),
+    ([0, 10**12], None, r"clients\['a'\] labels: labels must be in \[0, 10,000\), got "
+                        '0..1000000000000'),
+    ([0, 1], 10**12, r'num_classes: expected an integer in \[2, 10,000\], got 1000000000000'),
+    ([0, 1], 2.0, r'num_classes: expected an integer in \[2, 10,000\], got 2.0'),
+])
+def test_federated_data_refuses_negative_labels_and_too_many_classes(labels, num_classes,
+                                                                     match):
+  with pytest.raises(ValueError, match=match):
+    tff_noisy.federated_data({'a': (np.zeros((len(labels), 2)), labels)},
+                             num_classes=num_classes)
+
+
 def test_federated_data_knows_the_truth_only_when_given():
   clients = _clients()
   unknown = tff_noisy.federated_data(clients)
@@ -135,7 +149,10 @@ def test_add_noise_returns_what_it_flipped():
     (([[0, 1]], 10, {'name': 'symmetric', 'rat': 0.1}), ConfigError, "did you mean 'rate'"),
     (([[0, 11]], 10, {'name': 'symmetric'}), ValueError, r'labels\[0\]: labels must be in'),
     ((np.zeros(3, int), 10, {'name': 'symmetric'}), TypeError, 'labels: expected a non-empty'),
-    (([[0, 1]], 1, {'name': 'symmetric'}), ValueError, 'num_classes: expected an integer >= 2'),
+    (([[0, 1]], 1, {'name': 'symmetric'}), ValueError,
+     r'num_classes: expected an integer in \[2, 10,000\], got 1'),
+    (([[0, 1]], 10**5, {'name': 'symmetric'}), ValueError,
+     r'num_classes: expected an integer in \[2, 10,000\], got 100000'),
     (([[0, 1]], 10, 'symmetric'), TypeError, 'noise: expected a mapping or a NoiseConfig'),
 ])
 def test_add_noise_names_the_wrong_argument(args, error, match):

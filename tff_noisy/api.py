@@ -58,9 +58,7 @@ def add_noise(labels: Sequence, num_classes: int, noise: Union[dict, config_lib.
   if isinstance(labels, (str, bytes)) or not isinstance(labels, Sequence) or not labels:
     raise TypeError('labels: expected a non-empty list with one label array per client, got '
                     f'{type(labels).__name__}')
-  if (not isinstance(num_classes, (int, np.integer)) or isinstance(num_classes, bool)
-      or num_classes < 2):
-    raise ValueError(f'num_classes: expected an integer >= 2, got {num_classes!r}')
+  custom.check_num_classes(num_classes)
   noise = _noise_config(noise, num_classes)
   if not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**32:
     raise ValueError(f'seed: expected an integer in [0, 2**32), got {seed!r}')

@@ -20,6 +20,9 @@ from tff_noisy.data import federated as federated_lib
 from tff_noisy.data import noise as noise_lib
 
 CUSTOM = federated_lib.CUSTOM
+# The most classes: a model's output layer and every C x C noise matrix (0.8 GB of float64
+# at 10,000) are built for them. Federated benchmarks have up to ~2,000 (TFF's GLDv2).
+MAX_CLASSES = 10_000
 
 
 def _arrays(value, what: str) -> np.ndarray:
@@ -44,16 +47,25 @@ def inputs(value, what: str) -> np.ndarray:
 
 
 def labels(value, what: str, num_classes: Optional[int]) -> np.ndarray:
-  """``value`` as int64 class labels, 1-D, in [0, ``num_classes``) when it is given."""
+  """``value`` as int64 class labels, 1-D, in [0, ``num_classes``) (None: in [0,
+  MAX_CLASSES))."""
   array = _arrays(value, what)
   if array.ndim != 1 or not (array.size == 0 or np.issubdtype(array.dtype, np.integer)):
     raise TypeError(f'{what}: expected a 1-D array of integer class labels, got '
                     f'{array.dtype} of shape {array.shape}')
-  if num_classes is not None and array.size and (array.min() < 0
-                                                 or array.max() >= num_classes):
-    raise ValueError(f'{what}: labels must be in [0, num_classes={num_classes}), got '
+  bound = f'num_classes={num_classes}' if num_classes is not None else f'{MAX_CLASSES:,}'
+  if array.size and (array.min() < 0 or array.max() >= (num_classes or MAX_CLASSES)):
+    raise ValueError(f'{what}: labels must be in [0, {bound}), got '
                      f'{array.min()}..{array.max()}')
   return array.astype(np.int64)
+
+
+def check_num_classes(num_classes) -> None:
+  """A ValueError naming ``num_classes`` unless it is an integer in [2, MAX_CLASSES]."""
+  if (not isinstance(num_classes, numbers.Integral) or isinstance(num_classes, bool)
+      or not 2 <= num_classes <= MAX_CLASSES):
+    raise ValueError(f'num_classes: expected an integer in [2, {MAX_CLASSES:,}], got '
+                     f'{num_classes!r}')
 
 
 def from_arrays(clients: Mapping[str, tuple], *, test: Optional[tuple] = None,
@@ -67,7 +79,7 @@ def from_arrays(clients: Mapping[str, tuple], *, test: Optional[tuple] = None,
     clients: each client's inputs and integer labels, keyed by client id (its order is
       the clients' order).
     test: ``(inputs, labels)`` the global model is evaluated on; None: no evaluation.
-    num_classes: C; default: one more than the largest label seen.
+    num_classes: C, at most MAX_CLASSES; default: one more than the largest label seen.
     public_x: unlabelled inputs on the server (FedDS's public set).
     true_labels: ``{client id: labels}`` when the clients' labels are known to be noisy
       and their truth is known (simulation): methods' estimates are scored against them.
@@ -80,9 +92,8 @@ def from_arrays(clients: Mapping[str, tuple], *, test: Optional[tuple] = None,
   if not isinstance(clients, Mapping) or not clients:
     raise TypeError('clients: expected a non-empty mapping {client id: (inputs, labels)}, '
                     f'got {type(clients).__name__}')
-  if num_classes is not None and (not isinstance(num_classes, numbers.Integral)
-                                  or isinstance(num_classes, bool) or num_classes < 2):
-    raise ValueError(f'num_classes: expected an integer >= 2, got {num_classes!r}')
+  if num_classes is not None:
+    check_num_classes(num_classes)
   x, y = {}, {}
   for cid, pair in clients.items():
     if not isinstance(cid, str) or not cid:
