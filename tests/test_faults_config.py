@@ -29,13 +29,27 @@ _CONFIG = os.path.join(os.path.dirname(__file__), '..', 'experiments', 'configs'
                               'to no client; use 0 or at least 0.05'),
     ('faults.dropout=0.04', 'faults.dropout: 0.04 of 10 (the clients sampled per round) '
                             'rounds to no client; use 0 or at least 0.05'),
+    ('faults.dropout=0.96', 'faults.dropout: 0.96 of 10 (the clients sampled per round) '
+                            'drops all 10, so no round trains; use less than 0.95'),
+    ('faults.dropout=0.5 fl.clients_per_round=1',
+     'faults.dropout: 0.5 of the 1 client sampled per round drops it every round or never; '
+     'use 0, or sample more clients'),
 ])
 def test_bad_faults_are_one_line_errors(capsys, tmp_path, override, message):
   with pytest.raises(SystemExit) as exit_info:
-    cli.main(['run', _CONFIG, '--set', override, '--out', str(tmp_path)])
+    cli.main(['run', _CONFIG, *[arg for item in override.split() for arg in ('--set', item)],
+              '--out', str(tmp_path)])
   assert exit_info.value.code == 2
   err = capsys.readouterr().err
   assert err == f'tff-noisy: error: {message}\n'
+
+
+def test_a_dropout_that_leaves_one_sampled_client_is_accepted():
+  config = config_lib.load(_CONFIG, ['fl.clients_per_round=5', 'faults.dropout=0.89'])
+  assert config_lib.faults_lib.count(config.faults.dropout, 5) == 4
+  with pytest.raises(config_lib.ConfigError, match='0.9 of 5 .* drops all 5, so no round '
+                                                   r'trains; use less than 0\.9$'):
+    config_lib.load(_CONFIG, ['fl.clients_per_round=5', 'faults.dropout=0.9'])
 
 
 def test_faults_change_the_run_identity_but_not_the_data():

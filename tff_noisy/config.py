@@ -422,8 +422,16 @@ def validate(config: ExperimentConfig) -> None:
   _require(not (faults.active() and fl.client_runtime == 'tflite'), 'faults',
            'simulated faults run in the TFF client work; they are not available with '
            'fl.client_runtime: tflite (use tff)')
+  per_round = config.clients_per_round()
+  if faults.dropout:  # At least one sampled client must report.
+    _require(per_round > 1, 'faults.dropout',
+             f'{faults.dropout} of the 1 client sampled per round drops it every round or '
+             'never; use 0, or sample more clients')
+    _require(faults_lib.count(faults.dropout, per_round) < per_round, 'faults.dropout',
+             f'{faults.dropout} of {per_round} (the clients sampled per round) drops all '
+             f'{per_round}, so no round trains; use less than {1 - 0.5 / per_round:.3g}')
   for field, fraction, num, of in (
-      ('dropout', faults.dropout, config.clients_per_round(), 'the clients sampled per round'),
+      ('dropout', faults.dropout, per_round, 'the clients sampled per round'),
       ('byzantine', faults.byzantine, config.partition.num_clients, 'partition.num_clients')):
     if fraction and num > 0:  # num < 1 is partition's or fl's own error.
       _require(faults_lib.count(fraction, num) > 0, f'faults.{field}',
