@@ -97,6 +97,21 @@ def test_a_method_default_changed_since_the_checkpoint_is_another_run(tmp_path):
   assert _load(tmp_path / 'older', now).round_num == 2
 
 
+def test_a_method_default_stated_in_the_config_is_the_same_run(tmp_path):
+  """``mu: 5.0`` (MOON's default) written out on resume continues a checkpoint written
+  without it: the parameters are compared resolved; another value is refused, named."""
+  def identity(params, resolved):
+    config = config_lib.resolve_client_runtime(config_lib.from_dict(
+        {'method': {'name': 'moon', 'params': params}, 'fl': {'rounds': 10}}))
+    return checkpoint.identity_of(config, _SHAPES, method_params=resolved)
+
+  _save(tmp_path, 2, identity({}, {'mu': 5.0, 'tau': 0.5}))
+  assert _load(tmp_path, identity({'mu': 5.0}, {'mu': 5.0, 'tau': 0.5})).round_num == 2
+  with pytest.raises(checkpoint.CheckpointError,
+                     match=r'\(method.resolved.mu: checkpoint 5.0, this run 1.0\)'):
+    _load(tmp_path, identity({'mu': 1.0}, {'mu': 1.0, 'tau': 0.5}))
+
+
 def test_other_model_shapes_are_refused_before_tff_sees_them(tmp_path):
   _save(tmp_path, 2)
   other = checkpoint.identity_of(

@@ -46,6 +46,7 @@ _MAY_CHANGE = ('fl.rounds', 'fl.eval_every', 'fl.checkpoint_every', 'data.data_d
                'imports')
 _SHOWN_DIFFERENCES = 5
 _RESOLVED = 'method.resolved.'  # An identity's resolved method parameters (identity_of).
+_PARAMS = 'method.params.'  # The config's, as written.
 # meta.json's name for how the server state is laid out; absent: the controller's values
 # (if any) follow the hparams, as before ``process.ServerState.controller`` existed.
 _LAYOUT = 'state_layout'
@@ -197,14 +198,15 @@ def _flatten(values: dict, prefix: str = '') -> dict:
 def _differences(saved: dict, current: dict) -> List[str]:
   """``'field: checkpoint X, this run Y'`` for each field in which two identities differ
   (a field an identity leaves out has the value its absence means, ``ADDED_FIELDS``).
-  A checkpoint written before identities held the resolved method parameters is compared
-  on the rest."""
+  The method's parameters are compared resolved, not as the configs wrote them; a
+  checkpoint written before identities held the resolved ones, as written."""
   def value(identity, name):
     return identity.get(name, config_lib.ADDED_FIELDS.get(name))
 
   names = set(saved) | set(current)
-  if not any(name.startswith(_RESOLVED) for name in saved):
-    names = {name for name in names if not name.startswith(_RESOLVED)}
+  # Resolved, a default stated in one config and left out of the other is the same run.
+  left_out = _PARAMS if any(name.startswith(_RESOLVED) for name in saved) else _RESOLVED
+  names = {name for name in names if not name.startswith(left_out)}
   return [f'{name}: checkpoint {json.dumps(value(saved, name))}, '
           f'this run {json.dumps(value(current, name))}'
           for name in sorted(names) if value(saved, name) != value(current, name)]
