@@ -98,7 +98,34 @@ def checked_model(model, what: str, input_shape: tuple, num_classes: int) -> tf.
   if output[-1] != num_classes or len(output) != 2:
     raise ValueError(f'{what}: the model outputs {output}, expected (None, {num_classes}): '
                      'one logit per class')
+  layer, activation = _output_activation(model)
+  if activation:
+    raise ValueError(f"{what}: the model's output layer {layer!r} applies {activation}, "
+                     'but the losses take logits and apply softmax themselves (on '
+                     'probabilities it trains to chance); leave the last layer linear '
+                     '(activation=None)')
   return model
+
+
+# Functions that turn logits into probabilities: their output is no logits.
+_PROBABILITIES = {'softmax': 'softmax', 'sigmoid': 'sigmoid', 'nn.softmax': 'softmax',
+                  'math.softmax': 'softmax', 'math.sigmoid': 'sigmoid',
+                  'nn.sigmoid': 'sigmoid'}
+
+
+def _output_activation(model: tf.keras.Model) -> tuple:
+  """``(name of the output layer, 'softmax' or 'sigmoid')`` when that layer ends in one
+  (an ``activation=``, a ``Softmax`` layer or ``tf.nn.softmax`` on a functional model's
+  output), else ``(name, None)``; a subclassed model is not seen into."""
+  names = getattr(model, 'output_names', None) or []
+  try:
+    layer = model.get_layer(names[0]) if names else model.layers[-1]
+  except (ValueError, IndexError):
+    return None, None
+  if isinstance(layer, tf.keras.layers.Softmax):
+    return layer.name, 'softmax'
+  function = getattr(getattr(layer, 'activation', None), '__name__', None)
+  return layer.name, _PROBABILITIES.get(function or getattr(layer, 'symbol', None))
 
 
 def _logits_layer(model: tf.keras.Model) -> tf.keras.layers.Layer:

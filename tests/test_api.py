@@ -182,6 +182,34 @@ def test_build_refuses_wrong_arguments_before_tff_sees_them():
     tff_noisy.build('fedds', model_fn=_model_fn, data=data, rounds=2)
 
 
+def _ending_in(head):
+  def model_fn():
+    inputs = tf.keras.Input((6,))
+    return tf.keras.Model(inputs, head(tf.keras.layers.Dense(8, activation='relu')(inputs)))
+  return model_fn
+
+
+@pytest.mark.parametrize('head, layer, activation', [
+    (tf.keras.layers.Dense(3, activation='softmax', name='probs'), 'probs', 'softmax'),
+    (lambda h: tf.keras.layers.Activation('sigmoid', name='act')(tf.keras.layers.Dense(3)(h)),
+     'act', 'sigmoid'),
+    (lambda h: tf.keras.layers.Softmax(name='sm')(tf.keras.layers.Dense(3)(h)), 'sm', 'softmax'),
+    (lambda h: tf.nn.softmax(tf.keras.layers.Dense(3)(h)), 'tf.nn.softmax', 'softmax'),
+])
+def test_a_model_that_outputs_probabilities_is_refused_naming_its_layer(head, layer,
+                                                                        activation):
+  with pytest.raises(ConfigError, match=f"model_fn: the model's output layer '{layer}' "
+                                        f'applies {activation}, but the losses take logits'):
+    tff_noisy.build('fedavg', model_fn=_ending_in(head), data=_data(), rounds=2)
+
+
+def test_a_model_whose_last_layer_is_linear_is_accepted():
+  from models import checked_model  # pylint: disable=import-outside-toplevel
+  log_softmax = lambda h: tf.nn.log_softmax(tf.keras.layers.Dense(3)(h))  # Logits still.
+  for head in (tf.keras.layers.Dense(3), log_softmax):
+    assert checked_model(_ending_in(head)(), 'model_fn', (6,), 3) is not None
+
+
 def test_a_method_that_reads_features_needs_a_logits_layer():
   def unnamed():
     inputs = tf.keras.Input((6,))
