@@ -24,11 +24,14 @@ import types
 
 _registered = False
 # Runs in the new process: prctl(PR_SET_PDEATHSIG, SIGKILL), give up if the parent is
-# already gone (it would never be signalled), then become the worker (same PID).
+# already gone (it would never be signalled), restore SIGINT (a command started as `cmd &`
+# passes it on ignored, and the worker would outlive the SIGINT that stops it), then become
+# the worker (same PID).
 _PDEATHSIG_EXEC = '\n'.join([
     'import ctypes, os, signal, sys',
     'ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)',
     'if os.getppid() != int(sys.argv[1]): sys.exit(1)',
+    'signal.signal(signal.SIGINT, signal.SIG_DFL)',
     'os.execv(sys.argv[2], sys.argv[2:])',
 ])
 
