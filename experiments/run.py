@@ -30,11 +30,14 @@ found on the Python path and in the current directory.
 
 import argparse
 import atexit
+import functools
+import gc
 import logging
 import os
 import signal
 import sys
 import warnings
+import weakref
 from typing import Optional
 
 from tff_noisy import catalog
@@ -443,13 +446,74 @@ class _Terminated(KeyboardInterrupt):
   """SIGTERM, raised in the main thread like Ctrl-C's KeyboardInterrupt."""
 
 
-def _terminate(*_):
+# SIGTERM is a stop request: where the main thread runs ordinary code it unwinds there as
+# _Terminated; inside a garbage-collection callback or a finalizer, whose exceptions Python
+# discards, it is retried every _RETRY seconds (SIGALRM) until the code is ordinary; and a
+# command that returns with a stop still pending ends as terminated, never with status 0.
+_RETRY = 0.05
+_STOP = {'pending': False, 'accepted': False}  # accepted: while the command runs.
+_MAIN_PID = [None]  # The process whose SIGTERM unwinds as _Terminated.
+
+
+def _terminate(_signum=None, frame=None):
   if os.getpid() != _MAIN_PID[0]:  # A forked pool worker (cleanlab's) its pool stops:
     os._exit(128 + signal.SIGTERM)  # it ends quietly, no traceback.
+  _STOP['pending'] = True
+  _stop_if_safe(frame)
+
+
+def _retry_stop(_signum, frame):
+  if _STOP['pending']:
+    _stop_if_safe(frame)
+
+
+def _stop_if_safe(frame):
+  """Raises _Terminated unless ``frame`` runs inside a GC callback or finalizer (or
+  the command has returned); then retries after _RETRY seconds."""
+  if not _STOP['accepted']:
+    return
+  if _in_finalizer(frame):
+    signal.setitimer(signal.ITIMER_REAL, _RETRY)
+    return
+  signal.setitimer(signal.ITIMER_REAL, 0)
   raise _Terminated
 
 
-_MAIN_PID = [None]  # The process whose SIGTERM unwinds as _Terminated.
+def _in_finalizer(frame) -> bool:
+  """True when ``frame`` or a caller is a ``__del__``, a ``gc.callbacks`` function or a
+  ``weakref.finalize``: code whose exceptions Python prints and drops."""
+  callbacks = {getattr(callback, '__code__', None) for callback in gc.callbacks}
+  while frame is not None:
+    code = frame.f_code
+    if (code.co_name == '__del__' or code in callbacks
+        or code.co_name == '__call__' and code.co_filename == weakref.__file__):
+      return True
+    frame = frame.f_back
+  return False
+
+
+def _quiet_dropped_stop(unraisable, default_hook=sys.unraisablehook):
+  """A _Terminated that Python dropped anyway (a weakref callback): retried, unprinted."""
+  if isinstance(unraisable.exc_value, _Terminated):
+    signal.setitimer(signal.ITIMER_REAL, _RETRY)
+    return
+  default_hook(unraisable)
+
+
+def _accept_stops(accepted: bool) -> None:
+  """While the command runs (True) a SIGTERM stops it; after it returns (False) a SIGTERM
+  unwinds nothing more, so that the exit handlers run whole."""
+  _STOP['accepted'] = accepted
+  if not accepted:
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    return
+  _STOP['pending'] = False
+  _MAIN_PID[0] = os.getpid()
+  signal.signal(signal.SIGTERM, _terminate)
+  signal.signal(signal.SIGALRM, _retry_stop)
+  if getattr(sys.unraisablehook, 'func', None) is not _quiet_dropped_stop:
+    sys.unraisablehook = functools.partial(_quiet_dropped_stop,
+                                           default_hook=sys.unraisablehook)
 
 
 def main(argv=None) -> None:
@@ -460,9 +524,8 @@ def main(argv=None) -> None:
   # SIGTERM unwinds through Python like Ctrl-C: the run directory's lock is released and
   # TFF's worker stopped at exit. Python runs the handler once the running TensorFlow or
   # TFF call returns: between clients on the tf runtime, after the round's computation on
-  # tff.
-  _MAIN_PID[0] = os.getpid()
-  signal.signal(signal.SIGTERM, _terminate)
+  # tff (see _stop_if_safe).
+  _accept_stops(True)
   hint = '; continue with --resume' if hasattr(args, 'resume') else ''
   try:
     if getattr(args, 'workers', None) is not None:
@@ -471,12 +534,16 @@ def main(argv=None) -> None:
       sys.path.append(os.getcwd())
     extensions.import_modules(getattr(args, 'imports', []), '--import')
     args.func(args)
+    if _STOP['pending']:  # Asked to stop where it could not unwind: not a success.
+      raise _Terminated
   except _Terminated:
     _exit(143, f'terminated (SIGTERM){hint}')
   except KeyboardInterrupt:
     _exit(130, f'interrupted{hint}')
   except (errors.UserError, sources.DatasetError, FileNotFoundError) as e:
     _exit(2, e)
+  finally:
+    _accept_stops(False)
 
 
 def _exit(status: int, message) -> None:

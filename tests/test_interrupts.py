@@ -1,5 +1,6 @@
 """Killed or interrupted runs leave no TFF worker behind; Ctrl-C exits 130 and SIGTERM 143,
 each in one line."""
+import gc
 import os
 import signal
 import subprocess
@@ -126,7 +127,7 @@ def test_ctrl_c_or_sigterm_during_training_says_so_and_stops_the_worker(tmp_path
   assert not (out / '.tff-noisy.lock').exists()
 
 
-def test_a_forked_pool_worker_ends_quietly_on_sigterm(monkeypatch):
+def test_a_forked_pool_worker_ends_quietly_on_sigterm(monkeypatch, stops_accepted):
   """cleanlab's process pool stops its forked workers with SIGTERM: they inherit the
   command's handler, which must end them (status 143), not raise in them."""
   monkeypatch.setattr(cli, '_MAIN_PID', [os.getpid()])
@@ -140,3 +141,75 @@ def test_a_forked_pool_worker_ends_quietly_on_sigterm(monkeypatch):
   assert os.WEXITSTATUS(status) == 143
   with pytest.raises(cli._Terminated):  # pylint: disable=protected-access
     cli._terminate()  # pylint: disable=protected-access
+
+
+@pytest.fixture
+def stops_accepted():
+  """``main``'s stop handling installed in this process, and then undone."""
+  saved = (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGALRM),
+           sys.unraisablehook)
+  cli._accept_stops(True)  # pylint: disable=protected-access
+  yield
+  cli._accept_stops(False)  # pylint: disable=protected-access
+  signal.signal(signal.SIGTERM, saved[0])
+  signal.signal(signal.SIGALRM, saved[1])
+  sys.unraisablehook = saved[2]
+
+
+def _sigterm_and_run_on(done):
+  os.kill(os.getpid(), signal.SIGTERM)
+  for _ in range(100_000):  # Python runs the handler here, in the callback.
+    pass
+  done.append(True)
+
+
+def test_a_sigterm_inside_a_gc_callback_stops_at_the_next_ordinary_code(stops_accepted,
+                                                                         capsys):
+  """A SIGTERM raised inside a GC callback would be printed and dropped (jax's, during
+  ``export --verify``): the callback runs on, the stop unwinds just after it."""
+  done = []
+
+  def callback(phase, _):
+    if phase == 'start' and not done:
+      _sigterm_and_run_on(done)
+
+  gc.callbacks.append(callback)
+  try:
+    with pytest.raises(cli._Terminated):  # pylint: disable=protected-access
+      gc.collect()
+      deadline = time.monotonic() + 10
+      while time.monotonic() < deadline:
+        time.sleep(0.01)
+  finally:
+    gc.callbacks.remove(callback)
+  assert done == [True]
+  assert 'Exception ignored' not in capsys.readouterr().err
+
+
+class _SignalsWhenCollected:
+  def __init__(self, done):
+    self.done = done
+
+  def __del__(self):
+    _sigterm_and_run_on(self.done)
+
+
+def test_a_command_that_returns_with_a_stop_pending_ends_as_terminated(monkeypatch, capsys):
+  """A SIGTERM in a finalizer (``__del__``) cannot unwind there; if the command returns
+  first it still ends with status 143, not 0."""
+  done = []
+
+  def command(_):
+    _SignalsWhenCollected(done)  # Collected at once: the SIGTERM arrives in __del__.
+
+  monkeypatch.setattr(cli, '_cmd_doctor', command)
+  saved = signal.getsignal(signal.SIGTERM), sys.unraisablehook
+  try:
+    with pytest.raises(SystemExit) as exit_info:
+      cli.main(['doctor'])
+  finally:
+    signal.signal(signal.SIGTERM, saved[0])
+    sys.unraisablehook = saved[1]
+  assert exit_info.value.code == 143 and done == [True]
+  err = capsys.readouterr().err
+  assert err == 'tff-noisy: error: terminated (SIGTERM)\n', err

@@ -15,6 +15,7 @@ at the terminal reaches only Python, which then stops the worker in order.
 """
 
 import atexit
+import functools
 import gc
 import os
 import signal
@@ -68,8 +69,9 @@ def shutdown_workers(timeout: float = 10.0) -> int:
   return stopped
 
 
-def _quiet_late_manager_del(unraisable, default_hook=sys.unraisablehook):
-  """Drops the known teardown failure of TFF's ServiceManager.__del__ (worker already stopped)."""
+def _quiet_late_manager_del(unraisable, default_hook):
+  """Drops the known teardown failure of TFF's ServiceManager.__del__ (worker already
+  stopped); passes any other to ``default_hook``, the hook it replaced."""
   if 'ServiceManager.__del__' in getattr(unraisable.object, '__qualname__', ''):
     return
   default_hook(unraisable)
@@ -90,7 +92,8 @@ def import_tff():
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   if not _registered:
     atexit.register(shutdown_workers)
-    sys.unraisablehook = _quiet_late_manager_del
+    sys.unraisablehook = functools.partial(_quiet_late_manager_del,
+                                           default_hook=sys.unraisablehook)
     if sys.platform.startswith('linux'):
       _start_workers_with_pdeathsig()
     _registered = True
