@@ -51,6 +51,21 @@ def test_gmm_splits_clients_on_lid_and_a_client_on_its_losses():
   assert fedcorr.noise_level([0.5], seed=0) == 0.0
 
 
+def test_a_client_without_outputs_is_noisy_not_the_cleanest():
+  """A client whose update was rejected keeps its table of zeros: no LID score (its 0.0
+  would be the lowest), flagged noisy, and the others split as without it."""
+  assert np.isnan(fedcorr.client_lid(np.zeros((5, 3)), 20))
+  assert fedcorr.client_lid(np.full((5, 3), 1 / 3), 20) == 0.0  # Outputs, all alike.
+  scores = [1.0, 1.1, 0.9, 5.0, 5.2]
+  np.testing.assert_array_equal(fedcorr.noisy_clients(scores + [np.nan], seed=0),
+                                [*fedcorr.noisy_clients(scores, seed=0), True])
+  np.testing.assert_array_equal(fedcorr.noisy_clients([np.nan, 2.0, 2.0], seed=0),
+                                [True, False, False])
+  no_outputs = fedcorr.sample_losses(np.zeros((5, 3)), [0, 1, 2, 0, 1])
+  assert fedcorr.noise_level(no_outputs, seed=0) == 1.0
+  assert fedcorr.noise_level(np.full(5, 0.7), seed=0) == 0.0
+
+
 def test_sample_losses_are_minus_log_p():
   np.testing.assert_allclose(fedcorr.sample_losses([[0.25, 0.75], [0.5, 0.5]], [1, 0]),
                              [-np.log(0.75), np.log(2)])
@@ -244,3 +259,19 @@ def test_a_run_resumed_mid_preprocessing_and_in_fine_tuning_equals_an_uninterrup
   for cid in reference.data.client_ids:
     np.testing.assert_array_equal(resumed.store.get(cid, 'labels', reference.data.y[cid]),
                                   reference.store.get(cid, 'labels', reference.data.y[cid]))
+
+
+def test_clients_whose_nan_updates_were_rejected_are_flagged_not_fine_tuned_on(tmp_cache):
+  """Replays the probe: NaN Byzantine clients keep their table of zeros (LID 0.0 made
+  them the cleanest, and fine-tuning trained only on them)."""
+  del tmp_cache
+  values = _config('tf', rounds=3, t1=1, t2=1, frac1=0.5).to_dict()
+  values['faults'] = {'byzantine': 0.34, 'behaviour': 'nan'}
+  config = config_lib.from_dict(values)
+  rounds = driver.run_experiment(config, None, progress=False).rounds
+  byzantine = rounds[0]['byzantine_clients']
+  assert len(byzantine) == 2
+  pre = rounds[0]['fedcorr_preprocessing']
+  assert all(np.isnan(pre['cumulative_lid'][cid]) for cid in byzantine)  # No score.
+  assert set(byzantine) <= set(rounds[0]['noisy_clients'])
+  assert not set(byzantine) & set(rounds[1]['fedcorr_clean_clients'])

@@ -8,9 +8,14 @@ stages; released code Xu-Jingyi/FedCorr, ``main.py`` and ``util/util.py``).
   client's size - 1.
 - Noisy clients (pre-processing): a two-component GMM on the clients' cumulative LID
   scores; the component with the larger mean is noisy (``detection.gmm_partition``, one
-  fit with the run's seed as ``random_state``, as the code).
+  fit with the run's seed as ``random_state``, as the code). A client whose table holds
+  no outputs (all zeros: the initial state, which a client whose update was rejected as
+  non-finite keeps) has no LID score (NaN) and counts as noisy, outside the fit: its zero
+  LID would make it the cleanest.
 - A noisy client's noise level (pre-processing): a two-component GMM on its per-sample
-  losses; μ̂ = the share of its samples in the larger-mean component (clean clients: 0).
+  losses; μ̂ = the share of its samples in the larger-mean component (clean clients: 0);
+  1 when no label has any probability (a table without outputs), so that fine-tuning
+  leaves it out.
 - Relabelling (pre-processing): of a noisy client's ⌊n μ̂ r⌋ largest-loss samples (r: the
   relabel ratio), those on which the global model's largest probability exceeds the
   confidence threshold take its argmax; after fine-tuning every sample of a noisy
@@ -47,30 +52,44 @@ def lid(outputs, k: int) -> np.ndarray:
 
 def client_lid(outputs, k: int) -> float:
   """A client's LID score: the mean LID of its outputs; 0 for fewer than 2 (no
-  neighbours: it cannot look noisy)."""
-  return float(np.mean(lid(outputs, k))) if len(outputs) >= 2 else 0.0
+  neighbours: it cannot look noisy); NaN for a table of zeros (no outputs: module doc)."""
+  if len(outputs) < 2:
+    return 0.0
+  if not np.any(outputs):
+    return float('nan')
+  return float(np.mean(lid(outputs, k)))
 
 
 def sample_losses(probs, labels) -> np.ndarray:
-  """Per-sample cross-entropy -log p_ŷ [n] of probabilities ``probs`` [n, C]."""
+  """Per-sample cross-entropy -log p_ŷ [n] of probabilities ``probs`` [n, C] (at most
+  NO_PROBABILITY_LOSS, for p_ŷ = 0)."""
   labels = common.check_labels(labels, np.shape(probs)[1])
   picked = np.take_along_axis(np.asarray(probs, np.float64), labels[:, None], axis=1)[:, 0]
   return -np.log(np.maximum(picked, np.finfo(np.float64).tiny))
 
 
+NO_PROBABILITY_LOSS = -np.log(np.finfo(np.float64).tiny)
+
+
 def noisy_clients(cumulative_lid, seed: int) -> np.ndarray:
   """bool [K]: the clients in the larger-mean component of a GMM on their cumulative LID
-  scores; none for fewer than 2 clients or all-equal scores."""
+  scores, and those without a finite score (module doc); of the others none for fewer
+  than 2 or all-equal scores."""
   scores = np.asarray(cumulative_lid, np.float64)
-  if len(scores) < 2 or np.all(scores == scores[0]):
-    return np.zeros(len(scores), bool)
-  return detection.gmm_partition(scores[:, None], seed)
+  noisy = ~np.isfinite(scores)
+  scored = scores[~noisy]
+  if len(scored) >= 2 and not np.all(scored == scored[0]):
+    noisy[~noisy] = detection.gmm_partition(scored[:, None], seed)
+  return noisy
 
 
 def noise_level(losses, seed: int) -> float:
   """μ̂: the share of ``losses`` in the larger-mean component of a two-component GMM; 0
-  for fewer than 2 samples or all-equal losses."""
+  for fewer than 2 samples or all-equal losses, 1 when every label had no probability
+  (module doc)."""
   losses = np.asarray(losses, np.float64)
+  if len(losses) >= 2 and np.all(losses == NO_PROBABILITY_LOSS):
+    return 1.0
   if len(losses) < 2 or np.all(losses == losses[0]):
     return 0.0
   return float(np.mean(detection.gmm_partition(losses[:, None], seed)))
