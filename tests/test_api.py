@@ -428,3 +428,28 @@ def test_a_run_on_data_given_in_python_exports_to_tflite(tmp_path):
   with pytest.raises(TypeError, match='results: expected the Results'):
     tff_noisy.export(results.to_dict(), str(tmp_path / 'x.tflite'))
   assert not (tmp_path / 'x.tflite').exists()
+
+
+def test_the_api_runs_in_a_thread_other_than_the_one_that_imported_tff():
+  """TFF's execution context is thread-local: without sharing it, every other thread got
+  TFF's 'No default context installed'."""
+  import threading  # pylint: disable=import-outside-toplevel
+  from tff_noisy import tff_runtime  # pylint: disable=import-outside-toplevel
+  tff_runtime.import_tff()  # Here, in the main thread.
+  config = {'fl': {'rounds': 1, 'client_runtime': 'tff'}}
+  done = {}
+
+  def work():
+    try:
+      done['run'] = tff_noisy.run(config, data=_data(), model_fn=_model_fn).rounds
+      process = tff_noisy.build('fedavg', model_fn=_model_fn, data=_data(), rounds=1,
+                                client_runtime='tff')
+      done['next'] = process.next(process.initialize()).metrics
+    except Exception as e:  # pylint: disable=broad-except
+      done['error'] = e
+
+  thread = threading.Thread(target=work)
+  thread.start()
+  thread.join()
+  assert 'error' not in done, done.get('error')
+  assert len(done['run']) == 1 and done['next']['round'] == 1

@@ -13,6 +13,7 @@
 
 Every argument is checked here, before TensorFlow Federated sees it: a wrong one is a
 ``TypeError``/``ValueError`` (or a ``ConfigError``, a ``ValueError``) that names it.
+Every entry point runs in any thread (``tff_runtime.use_in_this_thread``).
 """
 
 import dataclasses
@@ -23,6 +24,7 @@ import numpy as np
 
 from tff_noisy import config as config_lib
 from tff_noisy import methods
+from tff_noisy import tff_runtime
 from tff_noisy import validation
 from tff_noisy.data import custom
 from tff_noisy.data import noise as noise_lib
@@ -153,6 +155,7 @@ def run(config: ConfigLike, *, data: Optional[FederatedData] = None,
   run`` shows it). ``workers``: ``host:port`` of TFF workers to train on.
   """
   _check_out(out, resume, overwrite)
+  tff_runtime.use_in_this_thread()
   config, choices = _checked_config(config, data, model_fn)
   return run_dir.run_experiment(config, out, resume=resume, overwrite=overwrite,
                                 flags=run_dir.PYTHON, progress=progress, workers=workers,
@@ -182,6 +185,7 @@ def compare(config: ConfigLike, method_names: Sequence[str], *,
   as ``run``'s; None keeps everything in memory.
   """
   from tff_noisy.simulation import studies  # pylint: disable=import-outside-toplevel
+  tff_runtime.use_in_this_thread()
   if isinstance(method_names, str) or not method_names:
     raise TypeError('method_names: expected a non-empty list of method names, got '
                     f'{method_names!r}')
@@ -314,6 +318,7 @@ class Process:
     """The state before round 1; runs the method's one-off preparation (NNC's
     relabelling, LSC's embeddings), whose record is ``prepared``."""
     simulation = self._simulation
+    tff_runtime.use_in_this_thread()
     from tff_noisy.simulation import assembly  # pylint: disable=import-outside-toplevel
     from tff_noisy.simulation.client_state import ClientStateStore  # pylint: disable=import-outside-toplevel
     store = ClientStateStore()
@@ -364,6 +369,7 @@ class Process:
     """The newest state ``save`` wrote into ``directory`` for this process's config, data
     and model (a ``CheckpointError`` names what differs)."""
     from tff_noisy.simulation import checkpoint  # pylint: disable=import-outside-toplevel
+    tff_runtime.use_in_this_thread()
     simulation = self._simulation
     loaded = checkpoint.load(directory, simulation.process.initialize(),
                              simulation.identity, self.config.fl.rounds)
@@ -374,6 +380,7 @@ class Process:
     return ProcessState(loaded.round_num, loaded.state, loaded.store, tuple(loaded.history))
 
   def _check(self, state):
+    tff_runtime.use_in_this_thread()
     if not isinstance(state, ProcessState):
       raise TypeError('state: expected the ProcessState that initialize() or next() returned, '
                       f'got {type(state).__name__}')
@@ -416,6 +423,7 @@ def build(method: str, *, model_fn: Callable, data: FederatedData, rounds: int,
   if noise is not None:
     values['noise'] = noise
   from tff_noisy.simulation import driver  # pylint: disable=import-outside-toplevel
+  tff_runtime.use_in_this_thread()
   if not isinstance(data, FederatedData):
     raise TypeError('data: expected tff_noisy.federated_data(...) or '
                     f'tff_noisy.federated_data_from_client_data(...), got {type(data).__name__}')

@@ -24,6 +24,7 @@ import sys
 import types
 
 _registered = False
+_shared_context = [None]  # The execution context other threads use (use_in_this_thread).
 # Runs in the new process: prctl(PR_SET_PDEATHSIG, SIGKILL), give up if the parent is
 # already gone (it would never be signalled), restore SIGINT (a command started as `cmd &`
 # passes it on ignored, and the worker would outlive the SIGINT that stops it), then become
@@ -86,10 +87,36 @@ def _start_workers_with_pdeathsig() -> None:
       **{**vars(subprocess), 'Popen': WorkerPopen})
 
 
+def use_in_this_thread() -> None:
+  """Lets the calling thread run TFF computations. TFF installs its execution context only
+  in the thread that imports it (its context stack is thread-local; any other thread gets
+  "No default context installed"): another thread gets that same context, or, when TFF
+  was imported before :func:`import_tff` could keep it, one local context of its own."""
+  tff = sys.modules.get('tensorflow_federated')
+  if tff is None:  # Importing it here installs the context in this thread.
+    return
+  stack = tff.framework.get_context_stack()
+  if not _has_no_context(stack.current):
+    return
+  if _shared_context[0] is None:
+    _shared_context[0] = tff.backends.native.create_sync_local_cpp_execution_context()
+  stack.set_default_context(_shared_context[0])
+
+
+def _has_no_context(context) -> bool:
+  # pylint: disable=g-import-not-at-top
+  from tensorflow_federated.python.core.impl.context_stack import runtime_error_context
+  # pylint: enable=g-import-not-at-top
+  return isinstance(context, runtime_error_context.RuntimeErrorContext)
+
+
 def import_tff():
   """Returns the ``tensorflow_federated`` module, with worker shutdown registered."""
   global _registered
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  current = tff.framework.get_context_stack().current
+  if _shared_context[0] is None and not _has_no_context(current):
+    _shared_context[0] = current  # The importing thread's, for the others.
   if not _registered:
     atexit.register(shutdown_workers)
     sys.unraisablehook = functools.partial(_quiet_late_manager_del,
