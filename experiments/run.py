@@ -528,6 +528,7 @@ def main(argv=None) -> None:
   _accept_stops(True)
   hint = '; continue with --resume' if hasattr(args, 'resume') else ''
   try:
+    _refuse_undecoded_paths(args)
     if getattr(args, 'workers', None) is not None:
       args.workers = workers.parse_workers(args.workers)  # Before any work.
     if os.getcwd() not in sys.path and '' not in sys.path:  # The user's modules (--import).
@@ -544,6 +545,20 @@ def main(argv=None) -> None:
     _exit(2, e)
   finally:
     _accept_stops(False)
+
+
+def _refuse_undecoded_paths(args) -> None:
+  """A UserError for an output path that is not UTF-8 (bytes the shell passed as they
+  were): TensorFlow's writers and the JSON files take only UTF-8 names."""
+  for option in ('out', 'publish'):
+    path = getattr(args, option, None)
+    if isinstance(path, str):
+      try:
+        path.encode('utf-8')
+      except UnicodeEncodeError:
+        shown = os.fsencode(path).decode('utf-8', 'backslashreplace')
+        raise errors.UserError(f"--{option}: '{shown}' is not UTF-8; give a directory "
+                               'whose name is') from None
 
 
 def _exit(status: int, message) -> None:

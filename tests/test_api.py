@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import unicodedata
 
 import numpy as np
 import pytest
@@ -234,6 +235,8 @@ def test_process_steps_check_their_arguments():
     process.next(state, 'c0')
   with pytest.raises(ValueError, match='client_ids: expected distinct client ids'):
     process.next(state, ['c0', 'c0'])
+  _, metrics = process.next(state, np.array(['c2', 'c0']))  # As an array of ids too.
+  assert metrics['clients'] == ['c0', 'c2']
   state, metrics = process.next(state, ['c2', 'c0'])
   assert metrics['clients'] == ['c0', 'c2']
   state, _ = process.next(state)
@@ -247,6 +250,13 @@ def test_process_steps_check_their_arguments():
   with pytest.raises(ValueError, match=r'y: labels must be in \[0, num_classes='):
     process.evaluate(state, x[:1], [99])
   assert 0 <= process.evaluate(state, x, y)['test_accuracy'] <= 1
+
+
+@pytest.mark.parametrize('name', ['FEDAVG', 'FedProx', 'ｆｅｄａｖｇ'])
+def test_a_method_name_in_another_case_or_full_width_gets_a_suggestion(name):
+  with pytest.raises(ConfigError, match=f"unknown method '{name}'; did you mean "
+                                        f"'{unicodedata.normalize('NFKC', name).lower()}'"):
+    tff_noisy.load_config({'method': {'name': name}})
 
 
 def test_a_config_names_a_registered_model(monkeypatch):

@@ -130,6 +130,13 @@ def test_yaml_syntax_error_is_one_line_with_line_and_column(capsys, tmp_path):
   assert '(line 4, column 1)' in message
 
 
+def test_an_out_that_is_not_utf_8_is_one_line(capsys):
+  out = os.fsdecode(b'/tmp/bad\xff\xfedir')
+  assert _fails(capsys, ['run', _DEMO, '--out', out]) == (
+      "--out: '/tmp/bad\\xff\\xfedir' is not UTF-8; give a directory whose name is")
+  assert not os.path.exists(out)
+
+
 def test_config_path_that_is_a_directory(capsys, tmp_path):
   assert _fails(capsys, ['run', str(tmp_path), '--out', str(tmp_path / 'o')]) == (
       f'config file {tmp_path} is a directory; give a YAML file')

@@ -12,6 +12,7 @@ TensorFlow-free, so a config is checked before anything heavy is imported.
 import dataclasses
 import difflib
 import typing
+import unicodedata
 from typing import ClassVar
 
 from tff_noisy.errors import ConfigError, shorten, shown
@@ -41,14 +42,23 @@ def help_of(field: dataclasses.Field) -> str:
 
 
 def did_you_mean(value, choices, cutoff: float = 0.6) -> str:
-  """"; did you mean 'X'?" for the choice closest to ``value``, or '' if none is close."""
-  word, choices = str(value), [str(choice) for choice in choices]
+  """"; did you mean 'X'?" for the choice closest to ``value``, or '' if none is close;
+  case and full-width forms do not count (``FEDAVG``, ``ｆｅｄａｖｇ``: fedavg)."""
+  word, choices = _folded(value), [str(choice) for choice in choices]
+  folded = {_folded(choice): choice for choice in reversed(choices)}
+  if word in folded:
+    return f"; did you mean '{folded[word]}'?"
   # difflib's ratio is at most 2c / (len(word) + c) for a choice of c characters: a word
   # far longer than every choice is close to none (and difflib is slow on it).
-  if cutoff * len(word) > (2 - cutoff) * max(map(len, choices), default=0):
+  if cutoff * len(word) > (2 - cutoff) * max(map(len, folded), default=0):
     return ''
-  close = difflib.get_close_matches(word, choices, n=1, cutoff=cutoff)
-  return f"; did you mean '{close[0]}'?" if close else ''
+  close = difflib.get_close_matches(word, list(folded), n=1, cutoff=cutoff)
+  return f"; did you mean '{folded[close[0]]}'?" if close else ''
+
+
+def _folded(text) -> str:
+  """``text`` without case and compatibility forms (full-width letters, ligatures)."""
+  return unicodedata.normalize('NFKC', str(text)).casefold()
 
 
 def fail(name: str, message: str, prefix: str = FIELD):

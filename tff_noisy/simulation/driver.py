@@ -359,8 +359,10 @@ class Simulation:
            f'(now {fl.server_lr})')
 
   def _known_clients(self, client_ids) -> list:
-    """``client_ids`` checked against the data's clients (a ValueError naming the first
-    unknown or repeated one), in the data's client order."""
+    """``client_ids`` (a list, tuple or 1-D array) checked against the data's clients (a
+    ValueError naming the first unknown or repeated one), in the data's client order."""
+    if isinstance(client_ids, np.ndarray) and client_ids.ndim == 1:
+      client_ids = client_ids.tolist()
     if isinstance(client_ids, str) or not isinstance(client_ids, Sequence):
       raise TypeError(f'client_ids: expected a list of client ids, got '
                       f'{type(client_ids).__name__}')
