@@ -102,8 +102,9 @@ class Params:
     for key in values:
       if key not in allowed:
         where = belongs(key) if belongs else ''
-        fail(shorten(str(key), 80), f"not a parameter of '{owner}'{where}{did_you_mean(key, allowed, 0.5)} "
-             f"Allowed: {', '.join(allowed) or 'none'}", cls.prefix)
+        fail(shorten(str(key), 80), f"not a parameter of '{owner}'{where}"
+             f"{did_you_mean(key, allowed, 0.5)} Allowed: {', '.join(allowed) or 'none'}",
+             cls.prefix)
     resolved = cls(**values)
     resolved.validate(context)
     return resolved
