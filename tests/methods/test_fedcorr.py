@@ -14,8 +14,11 @@ import helpers
 from tff_noisy import config as config_lib
 from tff_noisy import validation
 from tff_noisy.federated import process as process_lib
+from tff_noisy.federated.client_parts import (ClientContext, ClientProgram, CrossEntropy, Mixup,
+                                               Outputs)
+from tff_noisy.federated.client_parts import mixup as mixup_part
 from tff_noisy.methods import fedcorr as fedcorr_method
-from tff_noisy.methods.fedcorr import objective as fedcorr_objective
+from tff_noisy.methods.fedcorr.parts import AdaptiveProximal
 from tff_noisy.methods.fedcorr.diagnostics import relabelling_counts
 from tff_noisy.ops import fedcorr
 from tff_noisy.ops import mixup
@@ -96,9 +99,10 @@ def test_proximal_gradient_and_its_tf_twin():
   rng = np.random.default_rng(1)
   w, w0 = [rng.normal(size=(3, 2)), rng.normal(size=2)], [rng.normal(size=(3, 2)),
                                                            rng.normal(size=2)]
-  objective = fedcorr_objective.FedCorrObjective(2)
-  got = objective.weight_gradients([tf.constant(v) for v in w], [tf.constant(v) for v in w0],
-                                   {'proximal': tf.constant(0.7, tf.float64)}, {})
+  ctx = ClientContext({}, values={'proximal': tf.constant(0.7, tf.float64)},
+                      initial_trainable=[tf.constant(v) for v in w0])
+  got = AdaptiveProximal(2).step([tf.zeros(v.shape, tf.float64) for v in w],
+                                 [tf.constant(v) for v in w], ctx)
   for g, want in zip(got, fedcorr.proximal_gradients(w, w0, 0.7)):
     np.testing.assert_allclose(g.numpy(), want, rtol=1e-12)
 
@@ -138,44 +142,49 @@ def test_bad_params_are_one_line_errors_naming_the_field(params, field):
 
 def test_mixup_mixes_each_step_from_the_round_client_and_step_and_weighs_both_labels():
   """The code's mixup_data / mixup_criterion, drawn from (round seed, client key, step)."""
-  objective = fedcorr_objective.FedCorrObjective(3, mixup_alpha=1.0)
-  assert fedcorr_objective.MIX_SEED in objective.hparams
+  program = ClientProgram([AdaptiveProximal(3), Mixup(1.0)])
+  assert mixup_part.MIX_SEED in program.hparams
   x, y = helpers.random_client(0, 6)
   batch = {'x': tf.constant(x), 'y': tf.constant(y, tf.int64),
            'mix_key': tf.fill([6], 4)}
   hparams = {'mix_seed': tf.constant(11)}
-  mixed = objective.mix_batch(batch, tf.constant(2, tf.int64), hparams)
+
+  def mix_batch(program, batch, step):
+    ctx = ClientContext(hparams)
+    ctx.step = tf.constant(step, tf.int64)
+    return program.batch(batch, ctx), ctx
+
+  mixed, ctx = mix_batch(program, batch, 2)
   lam, permutation = mixup_tf.draw(
       tf.random.experimental.stateless_fold_in(tf.constant([11, 4]), 2), 6, 1.0)
   np.testing.assert_allclose(mixed['x'], mixup.mix(x, float(lam), permutation.numpy()),
                              rtol=1e-6, atol=1e-6)
   logits = tf.constant(np.random.default_rng(1).normal(size=(6, 3)), tf.float32)
   np.testing.assert_allclose(
-      objective.loss(mixed, logits, None, {}, hparams, None),
+      program.loss(mixed, Outputs(logits), ctx),
       mixup.mixed_cross_entropy(logits.numpy(), y, permutation.numpy(), float(lam)),
       rtol=1e-5)
-  other_step = objective.mix_batch(batch, tf.constant(3, tf.int64), hparams)
-  other_client = objective.mix_batch(dict(batch, mix_key=tf.fill([6], 5)),
-                                     tf.constant(2, tf.int64), hparams)
+  other_step, _ = mix_batch(program, batch, 3)
+  other_client, _ = mix_batch(program, dict(batch, mix_key=tf.fill([6], 5)), 2)
   for other in (other_step, other_client):
     assert not np.allclose(other['x'], mixed['x'])
-  plain = fedcorr_objective.FedCorrObjective(3)
-  assert plain.mix_batch(batch, 2, hparams) is batch
-  assert fedcorr_objective.MIX_SEED not in plain.hparams
+  plain = ClientProgram([AdaptiveProximal(3), CrossEntropy()])
+  assert mix_batch(plain, batch, 2)[0] is batch
+  assert mixup_part.MIX_SEED not in plain.hparams
 
 
 @pytest.mark.slow  # Builds a TFF process: 55 s measured on the shared 2-core machine.
 def test_a_preprocessing_client_trains_with_the_adaptive_proximal_term_and_returns_outputs():
   x, y = helpers.random_client(0, 8)
-  objective = fedcorr_objective.FedCorrObjective(3)
+  program = ClientProgram([AdaptiveProximal(3), CrossEntropy()])
   process = process_lib.build_process(helpers.linear_model,
                                       helpers.client_dataset(x, y, 4).element_spec,
                                       tff.learning.optimizers.build_sgdm(_LR),
-                                      objective=objective)
+                                      program=program)
   tf.keras.utils.set_random_seed(0)
   model = helpers.linear_model()
   received = model.get_weights()
-  state = objective.initial_state(y)
+  state = program.initial_state(y)
   state['noise_level'] = np.float32(0.5)
   for preprocessing in (1, 0):
     start = process.set_hparams(assembly.initial_state(process, model), {

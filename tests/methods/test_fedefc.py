@@ -1,4 +1,4 @@
-"""FedEFC's client objective in the federated process: types first, then numbers.
+"""FedEFC's client part in the federated process: types first, then numbers.
 
 A toy Dense model, one full-batch SGD step: stage 1 is FedAvg's update exactly and reports
 the received model's accuracy on the clients' own labels; stage 2's update is one step on
@@ -13,8 +13,9 @@ import tensorflow as tf
 import helpers
 from tff_noisy.methods import fedefc as fedefc_params
 from tff_noisy.federated import process as process_lib
+from tff_noisy.federated.client_parts import ClientProgram
 from tff_noisy.methods.fedefc import algorithm as fedefc_lib
-from tff_noisy.methods.fedefc.objective import ForwardCorrectionObjective
+from tff_noisy.methods.fedefc.parts import ForwardCorrection
 from tff_noisy.ops import transition
 from tff_noisy.simulation import assembly
 from tff_noisy.tff_runtime import import_tff
@@ -24,17 +25,17 @@ _CLASSES = 3
 _LR = 0.5
 
 
-def _build(objective):
+def _build(part):
   x, y = helpers.random_client(0, 4)
   return process_lib.build_process(helpers.linear_model,
                                    helpers.client_dataset(x, y).element_spec,
                                    tff.learning.optimizers.build_sgdm(_LR),
-                                   objective=objective)
+                                   program=ClientProgram([part]) if part else None)
 
 
 @pytest.fixture(scope='module')
 def fedefc():
-  return _build(ForwardCorrectionObjective(_CLASSES))
+  return _build(ForwardCorrection(_CLASSES))
 
 
 def _start(process, model, corrected):
@@ -69,7 +70,7 @@ def test_type_signature(fedefc):
   assert [name for name, _ in tff.structure.iter_elements(metrics.objective)] == [
       'received_accuracy', 'matrix_singular', 'matrix_clipped_columns']
   assert all(str(t) == 'float32' for _, t in tff.structure.iter_elements(metrics.objective))
-  training = _build(ForwardCorrectionObjective(_CLASSES, signal='training'))
+  training = _build(ForwardCorrection(_CLASSES, signal='training'))
   signature = training._next.type_signature  # pylint: disable=protected-access
   names = [name for name, _ in tff.structure.iter_elements(
       signature.result[1].member.client_work.train.objective)]
@@ -99,9 +100,9 @@ def test_stage_one_is_fedavg_and_reports_the_received_accuracy(fedefc):
     pytest.param('confident_joint', True, marks=pytest.mark.slow),
     pytest.param('anchor', False, marks=pytest.mark.slow)])
 def test_stage_two_trains_on_the_clients_own_corrected_loss(estimator, prior_comp):
-  objective = ForwardCorrectionObjective(_CLASSES, estimator=estimator,
-                                         anchor_percentile=80.0, prior_comp=prior_comp)
-  process = _build(objective)
+  part = ForwardCorrection(_CLASSES, estimator=estimator, anchor_percentile=80.0,
+                           prior_comp=prior_comp)
+  process = _build(part)
   tf.keras.utils.set_random_seed(1)
   model = helpers.linear_model()
   x, y = helpers.random_client(3, 40)
@@ -132,7 +133,7 @@ def test_the_monitor_is_server_only_state_the_server_steps_update():
   broadcast hparams; ``after_round`` updates both, and fires at the prestopping point."""
   process = process_lib.build_process(
       helpers.linear_model, helpers.client_dataset(*helpers.random_client(0, 4)).element_spec,
-      tff.learning.optimizers.build_sgdm(_LR), objective=ForwardCorrectionObjective(_CLASSES),
+      tff.learning.optimizers.build_sgdm(_LR), program=ClientProgram([ForwardCorrection(_CLASSES)]),
       controller=fedefc_lib.FedEFC.controller)
   method = fedefc_lib.FedEFC(process, fedefc_params.FedEFCParams(
       t_mon=1, gamma=1, report_matrix_error=False), setup=None)

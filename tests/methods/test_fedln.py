@@ -13,7 +13,7 @@ from tff_noisy.data import federated as federated_data
 from tff_noisy.federated import probe
 from tff_noisy.methods import base
 from tff_noisy.methods.fedln import algorithm as fedln
-from tff_noisy.federated.objectives.base import ClientObjective
+from tff_noisy.federated.client_parts import ClientProgram, CrossEntropy
 from tff_noisy.simulation import driver
 from tff_noisy.tff_runtime import import_tff
 
@@ -35,10 +35,11 @@ def test_scoring_returns_global_and_trained_local_logits():
       server_optimizer=tff.learning.optimizers.build_sgdm(1.0),
       aggregator=tff.aggregators.MeanFactory(), local_epochs=2, weight_decay=0.0, seed=0,
       rounds=1, num_classes=3)
-  objective = ClientObjective()
+  parts = [CrossEntropy()]
+  program = ClientProgram(parts)
   scoring = probe.build_probe(helpers.linear_model, data[0].element_spec,
-                              fedln._before_and_after_training(setup, objective))  # pylint: disable=protected-access
-  process = setup.build_process(objective)
+                              fedln._before_and_after_training(setup, program))  # pylint: disable=protected-access
+  process = setup.build_process(parts)
   tf.keras.utils.set_random_seed(0)
   model = helpers.linear_model()
   weights = tff.learning.models.ModelWeights(
@@ -54,7 +55,7 @@ def test_scoring_returns_global_and_trained_local_logits():
   np.testing.assert_allclose(logits[0][1], model(x).numpy(), rtol=1e-4, atol=1e-4)
   # In this process (the tf runtime's probes), the same logits.
   in_process = probe.build_probe(helpers.linear_model, data[0].element_spec,
-                                 fedln._before_and_after_training(setup, objective),  # pylint: disable=protected-access
+                                 fedln._before_and_after_training(setup, program),  # pylint: disable=protected-access
                                  in_process=True)
   for (g, local), (g_here, local_here) in zip(logits, in_process(weights, data)):
     np.testing.assert_allclose(g_here, g, rtol=1e-6, atol=1e-6)

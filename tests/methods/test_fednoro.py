@@ -10,7 +10,8 @@ import helpers
 from tff_noisy import config as config_lib
 from tff_noisy import validation
 from tff_noisy.federated import process as process_lib
-from tff_noisy.methods.fednoro.objective import FedNoRoObjective, KD_WEIGHT
+from tff_noisy.federated.client_parts import ClientProgram
+from tff_noisy.methods.fednoro.parts import FedNoRoLoss, KD_WEIGHT
 from tff_noisy.ops import detection
 from tff_noisy.ops import fednoro
 from tff_noisy.ops import fednoro_tf
@@ -142,11 +143,11 @@ def test_a_noisy_client_distils_from_the_received_model_and_a_clean_one_does_not
   x, y = helpers.random_client(0, 8)
   y[:3] = [0, 0, 1]
   y[y == 2] = 1  # Class 2 absent: the loss leaves it out of q.
-  objective = FedNoRoObjective(3, temperature=0.8)
+  program = ClientProgram([FedNoRoLoss(3, temperature=0.8)])
   process = process_lib.build_process(helpers.linear_model,
                                       helpers.client_dataset(x, y).element_spec,
                                       tff.learning.optimizers.build_sgdm(_LR),
-                                      objective=objective)
+                                      program=program)
   tf.keras.utils.set_random_seed(0)
   model = helpers.linear_model()
   start = process.set_hparams(assembly.initial_state(process, model),
@@ -159,7 +160,7 @@ def test_a_noisy_client_distils_from_the_received_model_and_a_clean_one_does_not
       (1, lambda z: fednoro_tf.logit_adjusted_kd_loss(y, z, teacher, log_prior,
                                                       tf.constant(counts > 0), 0.4)),
       (0, lambda z: ld_tf.logit_adjusted_cross_entropy(y, z, log_prior))):
-    state = objective.initial_state(y)
+    state = program.initial_state(y)
     state['noisy'] = np.int32(noisy)
     out = process.next(start, [helpers.client_dataset(x, y)], [state])
     for got, want in zip(process.get_model_weights(out.state).trainable,

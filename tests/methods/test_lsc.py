@@ -1,4 +1,4 @@
-"""LSC wiring: the objective's process and step, the embeddings a run hands its clients."""
+"""LSC wiring: the client parts' process and step, the embeddings a run hands its clients."""
 import collections
 import types
 
@@ -13,8 +13,9 @@ from tff_noisy.methods.lsc import diagnostics as lsc_diagnostics
 from tff_noisy import validation
 from tff_noisy.data import federated as federated_data
 from tff_noisy.federated import process as process_lib
+from tff_noisy.federated.client_parts import ClientContext, ClientProgram, CrossEntropy, Outputs
 from tff_noisy.methods.lsc import algorithm as lsc
-from tff_noisy.methods.lsc.objective import KSimilarityObjective
+from tff_noisy.methods.lsc.parts import KSimilarity
 from tff_noisy.ops import contrastive
 from tff_noisy.ops import contrastive_tf
 from tff_noisy.ops import losses
@@ -51,7 +52,7 @@ def _process(lam, lr=0.5):
   x, y, e = _client(0, 4)
   return process_lib.build_process(
       _model_fn, _dataset(x, y, e).element_spec, tff.learning.optimizers.build_sgdm(lr),
-      objective=KSimilarityObjective(k=2, temperature=0.3, weight=lam))
+      program=ClientProgram([CrossEntropy(), KSimilarity(k=2, temperature=0.3, weight=lam)]))
 
 
 @pytest.fixture(scope='module')
@@ -121,11 +122,11 @@ def test_the_term_changes_the_update_and_lambda_zero_is_fedavg(lsc_process, feda
   assert max(np.abs(a - b).max() for a, b in zip(contrasted, reference)) > 1e-3
 
 
-def test_objective_without_embeddings_is_a_clear_error():
-  objective = KSimilarityObjective(k=2, temperature=0.3, weight=1.0)
+def test_k_similarity_without_embeddings_is_a_clear_error():
+  program = ClientProgram([CrossEntropy(), KSimilarity(k=2, temperature=0.3, weight=1.0)])
   batch = {'x': tf.zeros([2, 4]), 'y': tf.zeros([2], tf.int64)}
   with pytest.raises(ValueError, match="needs the per-example field 'embedding'"):
-    objective.loss(batch, tf.zeros([2, 3]), tf.zeros([2, 6]), {}, {}, None)
+    program.loss(batch, Outputs(tf.zeros([2, 3]), tf.zeros([2, 6])), ClientContext({}))
 
 
 # Through the driver, on digits.

@@ -1,4 +1,4 @@
-"""MaskedOptim's client objective in the federated process: types first, then numbers.
+"""MaskedOptim's client part in the federated process: types first, then numbers.
 
 A toy Dense model and one full-batch SGD step per round. A clean client's update is one
 step on the logit-adjusted cross-entropy with its observed-label prior, and its label
@@ -14,7 +14,8 @@ import tensorflow as tf
 
 import helpers
 from tff_noisy.federated import process as process_lib
-from tff_noisy.methods.maskedoptim.objective import MaskedOptimObjective
+from tff_noisy.federated.client_parts import ClientProgram
+from tff_noisy.methods.maskedoptim.parts import MaskedOptimLoss
 from tff_noisy.ops import label_distribution as ld
 from tff_noisy.ops import label_distribution_tf as ld_tf
 from tff_noisy.simulation import assembly
@@ -38,7 +39,7 @@ def paper():
   return process_lib.build_process(helpers.linear_model,
                                    helpers.client_dataset(x, y).element_spec,
                                    tff.learning.optimizers.build_sgdm(_LR),
-                                   objective=MaskedOptimObjective(_CLASSES, **_ARGS))
+                                   program=ClientProgram([MaskedOptimLoss(_CLASSES, **_ARGS)]))
 
 
 def _start(process, model):
@@ -73,7 +74,7 @@ def test_clean_client_trains_on_the_logit_adjusted_loss_and_keeps_its_labels(pap
   tf.keras.utils.set_random_seed(0)
   model = helpers.linear_model()
   x, y = _client(1, 12)
-  state = paper.objective.initial_state(y)
+  state = paper.program.initial_state(y)
   out = paper.next(_start(paper, model), [helpers.client_dataset(x, y)], [state])
   prior = ld.class_prior(y, _CLASSES)
   expected = _sgd_step(model, x, lambda z: ld_tf.logit_adjusted_cross_entropy(
@@ -89,7 +90,7 @@ def test_noisy_client_corrects_its_labels_and_they_persist(paper):
   tf.keras.utils.set_random_seed(1)
   model = helpers.linear_model()
   x, y = _client(2, 10)
-  state = paper.objective.initial_state(y)
+  state = paper.program.initial_state(y)
   state['noisy'] = np.int32(1)
   received = model.get_weights()
   out = paper.next(_start(paper, model), [helpers.client_dataset(x, y)], [state])
@@ -127,14 +128,14 @@ def test_noisy_client_corrects_its_labels_and_they_persist(paper):
 @pytest.mark.slow
 def test_code_variant_without_mask():
   x, y = _client(3, 9)
-  objective = MaskedOptimObjective(_CLASSES, **_ARGS, mask=False, variant='code')
+  program = ClientProgram([MaskedOptimLoss(_CLASSES, **_ARGS, mask=False, variant='code')])
   process = process_lib.build_process(helpers.linear_model,
                                       helpers.client_dataset(x, y).element_spec,
                                       tff.learning.optimizers.build_sgdm(_LR),
-                                      objective=objective)
+                                      program=program)
   tf.keras.utils.set_random_seed(2)
   model = helpers.linear_model()
-  state = objective.initial_state(y)
+  state = program.initial_state(y)
   state['noisy'] = np.int32(1)
   out = process.next(_start(process, model), [helpers.client_dataset(x, y)], [state])
   kwargs = dict(alpha=0.5, beta=0.1, mask=False, variant='code')

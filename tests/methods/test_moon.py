@@ -11,7 +11,9 @@ import tensorflow as tf
 from tff_noisy import methods
 from tff_noisy.errors import ConfigError
 from tff_noisy.federated import client_work
-from tff_noisy.methods.moon import objective as moon_objective
+from tff_noisy.federated.client_parts import ClientProgram, CrossEntropy
+from tff_noisy.federated.client_parts import GlobalAndPreviousModels
+from tff_noisy.methods.moon.parts import ModelContrast
 from tff_noisy.ops import losses
 from tff_noisy.ops import moon
 from tff_noisy.ops import moon_tf
@@ -54,11 +56,12 @@ def test_one_step_trains_on_ce_plus_mu_l_con_against_the_frozen_models():
   model = _mlp()
   weights = client_work.model_weights_of(model)
   specs = [tf.TensorSpec(v.shape, v.dtype) for v in tf.nest.flatten(weights)]
-  objective = moon_objective.ModelContrastiveObjective(specs, mu, temperature)
+  frozen = GlobalAndPreviousModels(specs)
+  program = ClientProgram([CrossEntropy(), frozen, ModelContrast(mu, temperature)])
   x, labels = helpers.random_client(2, 8)
   received = [v.numpy() for v in tf.nest.flatten(weights)]
   previous = [w + _RNG.normal(scale=0.5, size=w.shape).astype(np.float32) for w in received]
-  state = collections.OrderedDict(zip(objective.names, previous), has_previous=np.int32(1))
+  state = collections.OrderedDict(zip(frozen.names, previous), has_previous=np.int32(1))
 
   def features(values):
     tf.nest.map_structure(lambda v, t: v.assign(t), tf.nest.flatten(weights), values)
@@ -74,12 +77,12 @@ def test_one_step_trains_on_ce_plus_mu_l_con_against_the_frozen_models():
   gradient = tape.gradient(loss, model.trainable_variables)
   initial = tf.nest.pack_sequence_as(weights, [tf.constant(w) for w in received])
   train = client_work.build_local_training(model, tff.learning.optimizers.build_sgdm(lr),
-                                           objective, local_epochs=1, model_fn=_mlp)
+                                           program, local_epochs=1, model_fn=_mlp)
   result, _, new_state = train(initial, helpers.client_dataset(x, labels), state, {})
   for update, g in zip(result.update.trainable, gradient):
     np.testing.assert_allclose(update.numpy(), lr * g.numpy(), rtol=1e-4, atol=1e-6)
   trained = [w - u.numpy() for w, u in zip(received, tf.nest.flatten(result.update))]
-  for n, w in zip(objective.names, trained):
+  for n, w in zip(frozen.names, trained):
     np.testing.assert_allclose(new_state[n].numpy(), w, rtol=1e-5, atol=1e-6)
   assert int(new_state['has_previous']) == 1
 
@@ -88,16 +91,17 @@ def test_a_client_without_a_previous_model_trains_on_the_cross_entropy():
   model = _mlp()
   weights = client_work.model_weights_of(model)
   specs = [tf.TensorSpec(v.shape, v.dtype) for v in tf.nest.flatten(weights)]
-  objective = moon_objective.ModelContrastiveObjective(specs, 5.0, 0.5)
+  program = ClientProgram([CrossEntropy(), GlobalAndPreviousModels(specs),
+                           ModelContrast(5.0, 0.5)])
   x, labels = helpers.random_client(3, 8)
   received = tf.nest.map_structure(lambda v: tf.constant(v.numpy()), weights)
   with tf.GradientTape() as tape:
     loss = tf.reduce_mean(losses.cross_entropy(labels, model(x)))
   gradient = tape.gradient(loss, model.trainable_variables)
   train = client_work.build_local_training(model, tff.learning.optimizers.build_sgdm(0.1),
-                                           objective, local_epochs=1, model_fn=_mlp)
+                                           program, local_epochs=1, model_fn=_mlp)
   result, _, new_state = train(received, helpers.client_dataset(x, labels),
-                               objective.initial_state(None), {})
+                               program.initial_state(None), {})
   for update, g in zip(result.update.trainable, gradient):
     np.testing.assert_allclose(update.numpy(), 0.1 * g.numpy(), rtol=1e-4, atol=1e-6)
   assert int(new_state['has_previous']) == 1

@@ -11,6 +11,7 @@ from experiments import run as cli
 import models
 from tff_noisy import config as config_lib
 from tff_noisy import methods
+from tff_noisy.federated.client_parts import ClientContext, ClientProgram, Outputs
 from tff_noisy.ops import baseline_losses
 from tff_noisy.runtime import stacked
 from tff_noisy.simulation import driver
@@ -26,19 +27,19 @@ _NUMPY = {'label_smoothing': ('label_smoothing_cross_entropy', ('smoothing',)),
 
 
 @pytest.mark.parametrize('name', sorted(_NUMPY))
-def test_the_objective_is_the_loss_and_runs_stacked_and_on_devices(name):
+def test_the_client_parts_are_the_loss_and_run_stacked_and_on_devices(name):
   params = methods.resolve_params(name, {}, rounds=10)
-  objective = methods.METHODS[name].resolve().objective(params, None)
+  program = ClientProgram(methods.METHODS[name].resolve().client_parts(params, None))
   rng = np.random.default_rng(1)
   logits = rng.normal(size=(7, 10)).astype(np.float32)
   labels = rng.integers(0, 10, 7)
   function, keys = _NUMPY[name]
   expected = getattr(baseline_losses, function)(labels, logits,
                                                 **{k: getattr(params, k) for k in keys})
-  got = objective.loss({'y': tf.constant(labels)}, tf.constant(logits), None, {}, {}, None)
+  got = program.loss({'y': tf.constant(labels)}, Outputs(tf.constant(logits)), ClientContext({}))
   np.testing.assert_allclose(got.numpy(), expected, rtol=1e-5, atol=1e-6)
-  assert stacked.unstackable_reason(models.build_model('mlp', (8, 8, 1), 10), objective) == ''
-  assert objective.device_unsupported_reason() == ''
+  assert stacked.unstackable_reason(models.build_model('mlp', (8, 8, 1), 10), program) == ''
+  assert program.device_reason() == ''
 
 
 @pytest.mark.slow

@@ -11,7 +11,7 @@ import tensorflow as tf
 from tff_noisy import methods
 from tff_noisy.errors import ConfigError
 from tff_noisy.federated import client_work
-from tff_noisy.methods.scaffold.objective import ControlVariateObjective
+from tff_noisy.federated.client_parts import ClientProgram, ControlVariate, CrossEntropy
 from tff_noisy.ops import scaffold
 from tff_noisy.ops import scaffold_tf
 from tff_noisy.tff_runtime import import_tff
@@ -56,7 +56,7 @@ def test_one_plain_sgd_step_is_the_corrected_step_and_its_variate_the_gradient()
   lr = 0.1
   model = helpers.linear_model(4, 3)
   shapes = [v.shape for v in model.trainable_variables]
-  objective = ControlVariateObjective(shapes, lr)
+  variate = ControlVariate(shapes, lr)
   x, labels = helpers.random_client(1, 8)
   dataset = helpers.client_dataset(x, labels)
   weights = client_work.model_weights_of(model)
@@ -65,12 +65,13 @@ def test_one_plain_sgd_step_is_the_corrected_step_and_its_variate_the_gradient()
     loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
         labels=labels.astype(np.int32), logits=model(x)))
   gradient = [g.numpy() for g in tape.gradient(loss, model.trainable_variables)]
-  control = collections.OrderedDict(zip(objective.names, _arrays(*shapes)))
-  state = collections.OrderedDict(zip(objective.names, _arrays(*shapes)))
+  control = collections.OrderedDict(zip(variate.names, _arrays(*shapes)))
+  state = collections.OrderedDict(zip(variate.names, _arrays(*shapes)))
   train = client_work.build_local_training(model, tff.learning.optimizers.build_sgdm(lr),
-                                           objective, local_epochs=1)
+                                           ClientProgram([CrossEntropy(), variate]),
+                                           local_epochs=1)
   result, metrics, new_state = train(initial, dataset, state, control)
-  for update, n, g in zip(result.update.trainable, objective.names, gradient):
+  for update, n, g in zip(result.update.trainable, variate.names, gradient):
     np.testing.assert_allclose(update.numpy(), lr * (g - state[n] + control[n]), rtol=1e-4,
                                atol=1e-6)  # The update is x - y.
     np.testing.assert_allclose(new_state[n].numpy(), g, rtol=1e-4, atol=1e-5)
