@@ -3,7 +3,7 @@
 Run from the repository root: ``python -m benchmarks.audio_parity``. The round of
 ``benchmarks/on_device.py`` for ``audio`` (dropout off, seeded untrained weights, 128
 waveforms of 0.1-std noise, random labels, 4 batches of 32, SGD 0.05), its TFLite
-training model against the same steps in Keras (a ``tf.function``: the objective's loss
+training model against the same steps in Keras (a ``tf.function``: the client part's loss
 plus the model's losses, SGD; the TFF client work's maths):
 
 - ``forward``: relative gap of the log-mel front end's output and of the logits;
@@ -30,7 +30,7 @@ import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
 # pylint: disable=g-import-not-at-top,protected-access (on_device's round, reused)
 from benchmarks import on_device
-from tff_noisy.federated.objectives.base import ClientObjective
+from tff_noisy.federated.client_parts import CrossEntropy, Outputs
 from tflite_export import device_client
 from tflite_export import training
 
@@ -69,8 +69,8 @@ def _keras_steps(model, weights, batches) -> list:
   def step(x, y):
     with tf.GradientTape() as tape:
       logits = model(x, training=True)
-      loss = tf.reduce_mean(ClientObjective().loss({'x': x, 'y': y}, logits, None, {}, {},
-                                                   None)) + tf.add_n(model.losses)
+      loss = tf.reduce_mean(CrossEntropy().loss({'x': x, 'y': y}, Outputs(logits),
+                                                None)) + tf.add_n(model.losses)
     for variable, grad in zip(model.trainable_variables,
                               tape.gradient(loss, model.trainable_variables)):
       variable.assign_sub(_LR * grad)
@@ -190,7 +190,7 @@ def main():
   results = {
       'setup': {'model': 'audio, dropout off', 'examples': _EXAMPLES, 'batch_size': _BATCH,
                 'optimizer': f'sgd lr {_LR}', 'inputs': '0.1-std noise waveforms',
-                'reference': 'Keras tf.function steps (objective loss + model losses)',
+                'reference': 'Keras tf.function steps (client part loss + model losses)',
                 'tensorflow': tf.__version__},
       'forward': {'front_end': forward['front_end'], 'logits': forward['logits']},
       'first_step': {

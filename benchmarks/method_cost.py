@@ -3,7 +3,7 @@
 Every method is built on the same federated data and trains on the same sampled clients
 each round; the methods take turns round by round, so a change in the machine's load
 stretches them alike, and each method's time is the median over ``--rounds`` rounds
-after one that traces. A method whose objective has a ``corrected`` phase (FedEFC,
+after one that traces. A method whose client parts have a ``corrected`` phase (FedEFC,
 forward correction) is timed twice: as it starts (cross-entropy, phase 0) and with the
 phase set to 1 (its per-round transition-matrix pass over the client's data and the
 corrected loss). Before round 1 each method's ``prepare`` runs once against an empty
@@ -48,7 +48,7 @@ from tff_noisy.simulation import studies  # pylint: disable=g-import-not-at-top
 from tff_noisy.simulation.client_state import ClientStateStore  # pylint: disable=g-import-not-at-top
 
 RESULTS = os.path.join(os.path.dirname(__file__), 'results')
-PHASE = 'corrected'  # The objective hparam of a two-phase method.
+PHASE = 'corrected'  # The client parts' hparam of a two-phase method.
 
 
 class Variant:
@@ -77,7 +77,7 @@ class Variant:
 
   @property
   def has_phases(self) -> bool:
-    return PHASE in self.method.process.objective.hparams
+    return PHASE in self.method.process.program.hparams
 
   def set_phase(self, phase: int) -> None:
     self.name = f'{self.name.split(" (")[0]} ({PHASE}={phase})'
@@ -89,7 +89,7 @@ class Variant:
     datasets, _ = driver.client_datasets(self.method, data, self.store, sampled, seeds,
                                          batch_size)
     process = self.method.process
-    client_states = [self.store.objective_state(cid, process.objective, data.y[cid])
+    client_states = [self.store.objective_state(cid, process.program, data.y[cid])
                      for cid in datasets]
     started = time.perf_counter()
     self.state, _, client_states, _ = self.method.run_round(self.state, datasets,

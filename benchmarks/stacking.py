@@ -29,7 +29,7 @@ import method_cost  # pylint: disable=g-import-not-at-top
 from tff_noisy import config as config_lib  # pylint: disable=g-import-not-at-top
 from tff_noisy import files  # pylint: disable=g-import-not-at-top
 from tff_noisy.data import federated as federated_data  # pylint: disable=g-import-not-at-top
-from tff_noisy.federated.objectives.base import ClientObjective  # pylint: disable=g-import-not-at-top
+from tff_noisy.federated import client_parts  # pylint: disable=g-import-not-at-top
 from tff_noisy.runtime import tf_clients  # pylint: disable=g-import-not-at-top
 from tff_noisy.simulation import assembly  # pylint: disable=g-import-not-at-top
 from tff_noisy.simulation import driver  # pylint: disable=g-import-not-at-top
@@ -62,7 +62,8 @@ def measure_point(args, width: int, batch_size: int, epochs: int, data) -> dict:
           'stacked_s_per_round': stacked_s, 'one_call_per_client_s_per_round': each_s,
           'stacked_over_one_call': stacked_s / each_s,
           'default_on_cpu_stacks': not tf_clients.why_not_stacked(
-              variants[True].method.setup.model_fn(), ClientObjective(), None, 'CPU', steps),
+              variants[True].method.setup.model_fn(),
+              client_parts.ClientProgram([client_parts.CrossEntropy()]), None, 'CPU', steps),
           'round_seconds': {str(s): v.round_seconds for s, v in variants.items()}}
 
 

@@ -6,16 +6,20 @@ import tensorflow as tf
 import models
 from tff_noisy.federated import client_data
 from tff_noisy.federated import client_work
-from tff_noisy.methods.lsc import objective as contrastive
-from tff_noisy.methods.fedefc import objective as forward_correction
-from tff_noisy.methods.maskedoptim import objective as masked_optim
-from tff_noisy.federated.objectives.base import ClientObjective
+from tff_noisy.methods.lsc import parts as contrastive
+from tff_noisy.methods.fedefc import parts as forward_correction
+from tff_noisy.methods.maskedoptim import parts as masked_optim
+from tff_noisy.federated.client_parts import ClientProgram, CrossEntropy, Proximal
 from tff_noisy.runtime import stacked
 from tff_noisy.tff_runtime import import_tff
 
 tff = import_tff()
 SHAPE = (8, 8, 1)
 
+
+def _fedavg():
+  """FedAvg's client program: cross-entropy."""
+  return ClientProgram([CrossEntropy()])
 
 def _clients(sizes, batch_size, weighted=False):
   rng = np.random.default_rng(1)
@@ -27,26 +31,26 @@ def _clients(sizes, batch_size, weighted=False):
   return clients
 
 
-def _compare(model_name, optimizer, objective, sizes, *, batch_size=8, epochs=2,
+def _compare(model_name, optimizer, program, sizes, *, batch_size=8, epochs=2,
              weight_decay=0.0, weighted=False, tolerance=1e-6, hparams=None):
   tf.keras.utils.set_random_seed(0)
   model_fn = lambda: models.build_model(model_name, SHAPE, 10)  # pylint: disable=unnecessary-lambda-assignment
   model = model_fn()
-  assert stacked.unstackable_reason(model, objective) == ''
+  assert stacked.unstackable_reason(model, program) == ''
   weights = tf.nest.map_structure(lambda v: v.numpy() + 0.01,  # Not the model's own values.
                                   client_work.model_weights_of(model))
   clients = _clients(sizes, batch_size, weighted)
-  alone = client_work.build_local_training(model_fn(), optimizer, objective, epochs,
+  alone = client_work.build_local_training(model_fn(), optimizer, program, epochs,
                                            weight_decay)
-  together = stacked.build_stacked_training(model, optimizer, objective, weight_decay)
+  together = stacked.build_stacked_training(model, optimizer, program, weight_decay)
   hparams = hparams or {}
-  prologue_pass = stacked.prologue_pass(objective, hparams)
+  prologue_pass = stacked.prologue_pass(program, hparams)
   updates, sums, reported = together(weights, hparams, *stacked.stack_round(
       clients, batch_size, epochs, prologue_pass))
   scale = max(np.abs(w).max() for w in tf.nest.flatten(weights))
   for c, client in enumerate(clients):
     result, metrics, _ = alone(weights, client.dataset(), (), hparams)
-    for name in objective.metric_names:
+    for name in program.metric_names:
       assert float(reported[name][c]) == pytest.approx(
           float(metrics[client_work.OBJECTIVE_METRICS_KEY][name]), rel=1e-6, abs=1e-6)
     for want, got in zip(tf.nest.flatten(result.update), tf.nest.flatten(updates)):
@@ -66,7 +70,7 @@ def _compare(model_name, optimizer, objective, sizes, *, batch_size=8, epochs=2,
 def test_unequal_clients_with_momentum_fedprox_and_weight_decay():
   """An empty client, one smaller than the batch, one exactly a batch, ragged ones."""
   _compare('mlp', tff.learning.optimizers.build_sgdm(0.1, 0.9),
-           ClientObjective(proximal_strength=0.1), [0, 3, 8, 20, 17],
+           ClientProgram([CrossEntropy(), Proximal(0.1)]), [0, 3, 8, 20, 17],
            weight_decay=1e-3, weighted=True)
 
 
@@ -74,12 +78,12 @@ def test_adam_counts_only_real_steps():
   """Adam divides by sqrt(v): a gradient near 0 that rounds differently (the stacked mean
   sums a padded batch) moves a weight by up to the learning rate: measured, 1 or 2 of
   8,192 weights differ by 5e-6 to 1.3e-5 of the largest weight after 8 steps."""
-  _compare('mlp', tff.learning.optimizers.build_adam(0.01), ClientObjective(), [2, 11, 30],
+  _compare('mlp', tff.learning.optimizers.build_adam(0.01), _fedavg(), [2, 11, 30],
            batch_size=4, epochs=1, tolerance=3e-5)
 
 
 def test_convolutional_model():
-  _compare('pooled_cnn', tff.learning.optimizers.build_sgdm(0.05), ClientObjective(),
+  _compare('pooled_cnn', tff.learning.optimizers.build_sgdm(0.05), _fedavg(),
            [5, 12], epochs=1)
 
 
@@ -90,8 +94,8 @@ def test_forward_correction_stacks_its_prologue(signal, corrected):
   logits, then the forward-corrected loss) in each phase: in the stacked call the
   received model runs on every client's examples at once, so logits, matrices and
   updates equal each client's alone to rounding."""
-  objective = forward_correction.ForwardCorrectionObjective(10, signal=signal)
-  _compare('mlp', tff.learning.optimizers.build_sgdm(0.1, 0.9), objective, [5, 20, 13],
+  program = ClientProgram([forward_correction.ForwardCorrection(10, signal=signal)])
+  _compare('mlp', tff.learning.optimizers.build_sgdm(0.1, 0.9), program, [5, 20, 13],
            hparams={'corrected': np.int32(corrected)}, tolerance=1e-5)
 
 
@@ -120,22 +124,24 @@ def test_stack_batches_pads_and_masks():
   assert not batches['x'][0][~mask[0]].any()
 
 
-@pytest.mark.parametrize('model_name, options, objective, reason', [
-    ('resnet20', {'norm': 'batch'}, ClientObjective(), 'BatchNormalization'),
-    ('mnist_cnn', {}, ClientObjective(), 'Dropout'),
-    ('mlp', {}, masked_optim.MaskedOptimObjective(10), 'its own prologue'),
-    ('mlp', {}, contrastive.KSimilarityObjective(2, 0.5, 1.0), 'features'),
+@pytest.mark.parametrize('model_name, options, program, reason', [
+    ('resnet20', {'norm': 'batch'}, _fedavg(), 'BatchNormalization'),
+    ('mnist_cnn', {}, _fedavg(), 'Dropout'),
+    ('mlp', {}, ClientProgram([masked_optim.MaskedOptimLoss(10)]),
+     'client part MaskedOptimLoss is not declared stackable'),
+    ('mlp', {}, ClientProgram([CrossEntropy(), contrastive.KSimilarity(2, 0.5, 1.0)]),
+     'client part KSimilarity is not declared stackable'),
 ])
-def test_what_cannot_be_stacked_says_why(model_name, options, objective, reason):
+def test_what_cannot_be_stacked_says_why(model_name, options, program, reason):
   shape = (28, 28, 1) if model_name == 'mnist_cnn' else SHAPE
   model = models.build_model(model_name, shape, 10, **options)
-  assert reason in stacked.unstackable_reason(model, objective)
+  assert reason in stacked.unstackable_reason(model, program)
 
 
 def test_runs_that_train_alike_share_one_traced_step_and_train_as_their_own():
   """A second model of the same architecture (other layer names, other weights) gets the
   step already traced, which trains it exactly as a step traced for it alone; another
-  width, optimiser setting or objective setting gets its own."""
+  width, optimiser setting or program setting gets its own."""
   def plain(width=16):  # Keras names its layers dense_1, dense_2, ... as they are built.
     return tf.keras.Sequential([tf.keras.layers.Flatten(input_shape=SHAPE),
                                 tf.keras.layers.Dense(width, activation='relu'),
@@ -144,17 +150,17 @@ def test_runs_that_train_alike_share_one_traced_step_and_train_as_their_own():
   sgd = tff.learning.optimizers.build_sgdm(0.1, momentum=0.9)
   first, second = plain(), plain()
   assert first.layers[-1].name != second.layers[-1].name
-  shared = stacked.shared_stacked_training(first, sgd, ClientObjective(), 1e-4)
+  shared = stacked.shared_stacked_training(first, sgd, _fedavg(), 1e-4)
   assert stacked.shared_stacked_training(
-      second, tff.learning.optimizers.build_sgdm(0.1, momentum=0.9), ClientObjective(),
+      second, tff.learning.optimizers.build_sgdm(0.1, momentum=0.9), _fedavg(),
       1e-4) is shared
-  for other in [(plain(width=32), sgd, ClientObjective(), 1e-4),
+  for other in [(plain(width=32), sgd, _fedavg(), 1e-4),
                 (second, tff.learning.optimizers.build_sgdm(0.2, momentum=0.9),
-                 ClientObjective(), 1e-4),
-                (second, sgd, ClientObjective(proximal_strength=0.1), 1e-4),
-                (second, sgd, ClientObjective(), 0.0)]:
+                 _fedavg(), 1e-4),
+                (second, sgd, ClientProgram([CrossEntropy(), Proximal(0.1)]), 1e-4),
+                (second, sgd, _fedavg(), 0.0)]:
     assert stacked.shared_stacked_training(*other) is not shared
-  own = stacked.build_stacked_training(second, sgd, ClientObjective(), 1e-4)
+  own = stacked.build_stacked_training(second, sgd, _fedavg(), 1e-4)
   weights = tf.nest.map_structure(lambda v: v.numpy(), client_work.model_weights_of(second))
   batches = stacked.stack_round(_clients([5, 9], 4), 4, 2, False)
   for got, want in zip(tf.nest.flatten(shared(weights, {}, *batches)),
@@ -180,5 +186,5 @@ def test_residual_model_with_group_norm_and_weight_regularisation():
   """resnet20 (GroupNorm, L2 kernel regularizers): its losses apply to each client's weights."""
   model = models.build_model('resnet20', SHAPE, 10)
   assert len(stacked.weight_regularizers(model)) == len(model.losses) > 0
-  _compare('resnet20', tff.learning.optimizers.build_sgdm(0.05), ClientObjective(), [3, 6],
+  _compare('resnet20', tff.learning.optimizers.build_sgdm(0.05), _fedavg(), [3, 6],
            batch_size=4, epochs=1)

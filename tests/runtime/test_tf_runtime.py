@@ -17,9 +17,9 @@ from tff_noisy.config import ConfigError
 from tff_noisy.data import federated as federated_data
 from tff_noisy.federated import client_data
 from tff_noisy.federated import client_work
-from tff_noisy.methods.maskedoptim import objective as masked_optim
+from tff_noisy.methods.maskedoptim import parts as masked_optim
 from tff_noisy.ops import faults as faults_lib
-from tff_noisy.federated.objectives.base import ClientObjective
+from tff_noisy.federated.client_parts import ClientPart, ClientProgram, CrossEntropy
 from tff_noisy.runtime import tf_clients
 from tff_noisy.simulation import assembly
 from tff_noisy.simulation import driver
@@ -44,6 +44,10 @@ METHODS = {
 STACKED = ('fedavg', 'fedprox', 'fedln', 'fedln_nafedavg', 'fedds', 'fedefc',
            'forward_correction')
 
+
+def _fedavg():
+  """FedAvg's client program: cross-entropy."""
+  return ClientProgram([CrossEntropy()])
 
 def _config(cache, runtime, method, aggregator='mean', **fl):
   return config_lib.from_dict({
@@ -75,7 +79,7 @@ def one_round(cache, runtime, method, aggregator='mean', stacks=(True,)):
   ids = data.client_ids[:3]
   clients, _ = driver.client_datasets(built, data, store, ids, [11, 12, 13],
                                       config.fl.batch_size)
-  states = [store.objective_state(cid, process.objective, data.y[cid]) for cid in clients]
+  states = [store.objective_state(cid, process.program, data.y[cid]) for cid in clients]
   if method in ('maskedoptim', 'fednoro'):  # Both flag a client by its state's 'noisy'.
     states[0][masked_optim.NOISY] = np.int32(1)
   outputs = []
@@ -83,11 +87,11 @@ def one_round(cache, runtime, method, aggregator='mean', stacks=(True,)):
     if not stack:
       setup = built.setup
       process.clients = tf_clients.InProcessClients(
-          setup.model_fn, setup.client_optimizer, process.objective,
+          setup.model_fn, setup.client_optimizer, process.program,
           local_epochs=setup.local_epochs, weight_decay=setup.weight_decay,
           batch_size=setup.batch_size, stack=False)
     new_state, metrics, new_states, _ = built.run_round(state, clients, states)
-    if runtime == 'tf':  # Stacked exactly where the objective allows it.
+    if runtime == 'tf':  # Stacked exactly where the client parts allow it.
       described = process.clients.describe()
       assert (described['path'] == 'stacked') == (stack and method in STACKED), described
     weights = tf.nest.flatten(process.get_model_weights(new_state))
@@ -168,10 +172,10 @@ def _small_mlp():
   return models.build_model('mlp', (8, 8, 1), 10, width=16)
 
 
-def _runtime_record(objective=None, **options) -> dict:
+def _runtime_record(program=None, **options) -> dict:
   """The ``tf`` runtime's ``describe()`` on this (GPU-less) process, for a small MLP."""
   return tf_clients.InProcessClients(
-      _small_mlp, tff.learning.optimizers.build_sgdm(0.1), objective or ClientObjective(),
+      _small_mlp, tff.learning.optimizers.build_sgdm(0.1), program or _fedavg(),
       local_epochs=1, weight_decay=0.0, batch_size=16, **options).describe()
 
 
@@ -190,21 +194,22 @@ def test_cpu_stacks_clients_of_few_steps_and_trains_larger_ones_one_call_each():
 
 def test_cpu_trains_convolutional_clients_one_call_each_unless_told_to_stack():
   cnn = models.build_model('pooled_cnn', (8, 8, 1), 10)
-  reason = tf_clients.why_not_stacked(cnn, ClientObjective(), None, 'CPU', 1)
+  reason = tf_clients.why_not_stacked(cnn, _fedavg(), None, 'CPU', 1)
   assert reason.startswith('on the CPU, stacked convolutions (')
-  assert tf_clients.why_not_stacked(cnn, ClientObjective(), True, 'CPU', 1) == ''
-  assert tf_clients.why_not_stacked(cnn, ClientObjective(), None, 'GPU:0', 1) == ''
+  assert tf_clients.why_not_stacked(cnn, _fedavg(), True, 'CPU', 1) == ''
+  assert tf_clients.why_not_stacked(cnn, _fedavg(), None, 'GPU:0', 1) == ''
 
 
 def test_why_not_stacked_puts_exactness_first_and_stacks_on_a_gpu():
-  class WithPrologue(ClientObjective):
+  class WithStart(ClientPart):  # Declares nothing: not stackable.
 
-    def prologue(self, predict, dataset, state, hparams):
-      return {}
+    def start(self, ctx):
+      pass
 
-  reason = _runtime_record(WithPrologue(), median_client_steps=1, stack=True)['why_not_stacked']
-  assert reason == 'the objective WithPrologue has its own prologue'
-  assert tf_clients.why_not_stacked(_small_mlp(), ClientObjective(), None, 'GPU:0', 10_000) == ''
+  reason = _runtime_record(ClientProgram([CrossEntropy(), WithStart()]),
+                           median_client_steps=1, stack=True)['why_not_stacked']
+  assert reason == 'client part WithStart is not declared stackable (Needs.stackable)'
+  assert tf_clients.why_not_stacked(_small_mlp(), _fedavg(), None, 'GPU:0', 10_000) == ''
 
 
 def test_the_config_and_the_clients_reach_the_runtime(tmp_path, monkeypatch):
@@ -220,7 +225,7 @@ def test_the_config_and_the_clients_reach_the_runtime(tmp_path, monkeypatch):
   monkeypatch.setattr(assembly.runtime, 'build', build)
   setup = assembly.build_setup(config, data, validation.validate_experiment(config))
   assert setup.probes_in_process and built['name'] == 'tf'
-  assert setup.clients(ClientObjective()).describe()['why_not_stacked'] == (
+  assert setup.clients(_fedavg()).describe()['why_not_stacked'] == (
       'fl.stack_clients: false')
   assert built['median_client_steps'] == assembly.median_client_steps(data, 2, 16) > 0
 
@@ -310,8 +315,8 @@ def test_a_group_that_does_not_fit_is_halved_and_reported(monkeypatch):
 
   def runtime(clients_per_call):
     return tf_clients.InProcessClients(
-        model_fn, tff.learning.optimizers.build_sgdm(0.1), ClientObjective(), local_epochs=1,
-        weight_decay=0.0, batch_size=4, clients_per_call=clients_per_call)
+        model_fn, tff.learning.optimizers.build_sgdm(0.1), _fedavg(),
+        local_epochs=1, weight_decay=0.0, batch_size=4, clients_per_call=clients_per_call)
 
   rng = np.random.default_rng(0)
   clients = [client_data.make_client_data(rng.random((n, 8, 8, 1)), rng.integers(0, 10, n),
@@ -348,7 +353,7 @@ def test_stacked_updates_stay_stacked_in_client_order_with_faults_applied():
 
   def runtime(stack):
     return tf_clients.InProcessClients(
-        model_fn, tff.learning.optimizers.build_sgdm(0.1, momentum=0.9), ClientObjective(),
+        model_fn, tff.learning.optimizers.build_sgdm(0.1, momentum=0.9), _fedavg(),
         local_epochs=2, weight_decay=0.0, batch_size=4, clients_per_call=2, stack=stack)
 
   rng = np.random.default_rng(0)

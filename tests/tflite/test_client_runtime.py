@@ -9,7 +9,8 @@ from tff_noisy import config as config_lib
 from tff_noisy import methods
 from tff_noisy import validation
 from tff_noisy.config import ConfigError
-from tff_noisy.methods.maskedoptim import objective as masked_optim
+from tff_noisy.federated.client_parts import ClientProgram
+from tff_noisy.methods.maskedoptim import parts as masked_optim
 from tff_noisy.runtime import tflite_clients
 from tff_noisy.simulation import driver
 from tflite_export import training
@@ -79,11 +80,11 @@ def test_a_method_that_cannot_train_on_devices_is_refused():
                        'fedavg, fedprox, label_smoothing, bi_tempered, sce, gce, '
                        '.*forward_correction$'):
       validation.validate_experiment(config)
-  objective = masked_optim.MaskedOptimObjective(10)
+  objective = ClientProgram([masked_optim.MaskedOptimLoss(10)])
   build = lambda faults: tflite_clients.TFLiteClients(  # pylint: disable=unnecessary-lambda-assignment
       None, None, objective, local_epochs=1, weight_decay=0.0, faults=faults)
-  with pytest.raises(ConfigError, match="MaskedOptimObjective cannot be exported for "
-                     "on-device training.*'label_logits'"):
+  with pytest.raises(ConfigError, match="cannot be exported for on-device training: "
+                     "client part MaskedOptimLoss has no on-device form"):
     build(False)
   with pytest.raises(ConfigError, match='fl.client_runtime: tflite does not simulate '
                      'faults'):
@@ -91,16 +92,17 @@ def test_a_method_that_cannot_train_on_devices_is_refused():
 
 
 def test_the_registry_says_which_methods_train_on_devices():
-  """Each method's ``MethodSpec.off_device`` agrees with its objective's export check."""
+  """Each method's ``MethodSpec.off_device`` agrees with its client parts' export check."""
   setup = types.SimpleNamespace(num_classes=10, client_lr=0.1,
                                 model_fn=lambda: helpers.linear_model(4, 10))
   for name, spec in methods.METHODS.items():
-    objective = methods.METHODS[name].resolve().objective(spec.params(), setup)
+    objective = ClientProgram(methods.METHODS[name].resolve().client_parts(spec.params(),
+                                                                           setup))
     if spec.off_device:
       with pytest.raises(ConfigError, match='cannot be exported for on-device training'):
-        training.check_objective(objective)
+        training.check_program(objective)
     else:
-      training.check_objective(objective)
+      training.check_program(objective)
 
 
 @pytest.mark.slow

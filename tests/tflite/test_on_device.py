@@ -11,10 +11,12 @@ from sklearn import datasets as sk_datasets
 
 import models
 from tff_noisy.config import ConfigError
+from tff_noisy.federated import client_work
 from tff_noisy.federated import process as process_lib
-from tff_noisy.methods.fedefc import objective as forward_correction
-from tff_noisy.methods.maskedoptim import objective as masked_optim
-from tff_noisy.federated.objectives.base import ClientObjective
+from tff_noisy.methods.fedefc import parts as forward_correction
+from tff_noisy.methods.maskedoptim import parts as masked_optim
+from tff_noisy.federated.client_parts import ClientContext, ClientProgram, CrossEntropy
+from tff_noisy.federated.client_parts import Outputs, Proximal
 from tff_noisy.ops import transition
 from tff_noisy.simulation import assembly
 from tff_noisy.simulation import driver
@@ -101,7 +103,7 @@ def _parity(model_fn, clients, optimizer, objective=None, *, epochs=1, weight_de
   datasets = [driver.client_dataset(x, y, batch_size, seed) for seed, (x, y)
               in enumerate(clients)]
   process = process_lib.build_process(
-      model_fn, datasets[0].element_spec, optimizer, objective=objective,
+      model_fn, datasets[0].element_spec, optimizer, program=objective,
       local_epochs=epochs, weight_decay=weight_decay)
   weights = tff.learning.models.ModelWeights(
       trainable=[v.numpy() for v in model.trainable_variables],
@@ -127,7 +129,7 @@ def _parity(model_fn, clients, optimizer, objective=None, *, epochs=1, weight_de
 def test_parity_tanh_sgdm_fedprox_weight_decay(digits):
   errors = _parity(lambda: _mlp('tanh'), _clients(digits),
                    tff.learning.optimizers.build_sgdm(0.1, 0.9),
-                   ClientObjective(proximal_strength=0.1), epochs=2, weight_decay=1e-3).errors
+                   ClientProgram([CrossEntropy(), Proximal(0.1)]), epochs=2, weight_decay=1e-3).errors
   print('tanh sgdm+prox+wd relative update errors', errors)
   assert max(errors) < 1e-5
 
@@ -138,7 +140,7 @@ def test_parity_of_the_robust_baseline_losses(digits, name):
   """The baselines' losses train on the device as in TFF's client work."""
   from tff_noisy import methods  # pylint: disable=g-import-not-at-top
   params = methods.resolve_params(name, {}, rounds=10)
-  objective = methods.METHODS[name].resolve().objective(params, None)
+  objective = ClientProgram(methods.METHODS[name].resolve().client_parts(params, None))
   errors = _parity(lambda: _mlp('tanh'), _clients(digits),
                    tff.learning.optimizers.build_sgdm(0.1), objective).errors
   assert max(errors) < 1e-5, errors
@@ -214,7 +216,7 @@ def _keras_logits(model, weights, x):
 
 
 def test_forward_correction_on_device_equals_simulation(digits):
-  objective = forward_correction.ForwardCorrectionObjective(10)
+  objective = ClientProgram([forward_correction.ForwardCorrection(10)])
   tflite_bytes, model = _convert(_mlp, objective, tff.learning.optimizers.build_sgdm(0.1))
   client = device_client.DeviceClient(tflite_bytes)
   assert client.has_prologue
@@ -222,7 +224,10 @@ def test_forward_correction_on_device_equals_simulation(digits):
   x, y = x[:64], y[:64]
   dataset = driver.client_dataset(x, y, 16, 0)
   hparams = {'corrected': tf.constant(1)}
-  context = objective.prologue(lambda b: model(b, training=False), dataset, {}, hparams)
+  logits, labels = client_work.inference_pass(lambda b: model(b, training=False), dataset)
+  ctx = ClientContext(hparams, logits=logits, labels=labels)
+  objective.start(ctx)
+  context = ctx.values()
   client.restore(model.get_weights())
   prologue = client.prologue(x, y, {'corrected': 1})
   np.testing.assert_allclose(prologue['matrix'], context['matrix'], atol=1e-6)
@@ -235,7 +240,7 @@ def test_forward_correction_on_device_equals_simulation(digits):
   # One batch's loss before the step: the simulation's objective loss, and NumPy's.
   logits = model(x[:16], training=True)
   simulation = tf.reduce_mean(objective.loss(
-      {'x': x[:16], 'y': y[:16]}, logits, None, context, hparams, None)).numpy()
+      {'x': x[:16], 'y': y[:16]}, Outputs(logits), ctx)).numpy()
   numpy_loss = np.mean(transition.forward_corrected_cross_entropy(
       y[:16], logits.numpy(), context['matrix'].numpy()))
   device = float(client.train(x[:16], y[:16])['loss'])
@@ -253,11 +258,11 @@ def test_forward_correction_on_device_equals_simulation(digits):
       rtol=1e-5)
 
 
-def test_unsupported_objective_is_named():
+def test_unsupported_client_parts_are_named():
   model = _mlp()
-  objective = masked_optim.MaskedOptimObjective(10)
-  with pytest.raises(ConfigError, match="MaskedOptimObjective cannot be exported for "
-                     "on-device training.*'label_logits'"):
+  objective = ClientProgram([masked_optim.MaskedOptimLoss(10)])
+  with pytest.raises(ConfigError, match="cannot be exported for on-device training: "
+                     "client part MaskedOptimLoss has no on-device form"):
     training.build_training_module(model, objective, tff.learning.optimizers.build_sgdm(1))
 
 
@@ -339,7 +344,7 @@ def test_export_run_with_training_signatures_mlp(tmp_path, capsys):
   assert [w['shape'] for w in sidecar['weights']] == [
       list(v.shape) for v in model.trainable_variables]
   assert sidecar['client']['local_epochs'] == 2
-  assert sidecar['client']['objective']['name'] == 'ClientObjective'
+  assert sidecar['client']['objective'] == {'parts': [{'name': 'CrossEntropy'}]}
   assert 'note' in sidecar['runtime'] and 'select_tf_ops' in sidecar['runtime']
   client = device_client.DeviceClient(out.read_bytes())
   for got, want in zip(client.parameters(), model.trainable_variables):
@@ -358,7 +363,8 @@ def test_export_config_small_cnn_fedprox_and_bad_input(tmp_path, capsys):
   report = export_run.export_on_device(str(config_path), str(tmp_path / 'cnn.tflite'))
   assert report['select_tf_ops'] and 'train' in report['signatures']
   sidecar = json.loads((tmp_path / 'cnn.json').read_text())
-  assert sidecar['client']['objective']['proximal_strength'] == 0.1
+  assert sidecar['client']['objective']['parts'] == [{'name': 'CrossEntropy'},
+                                                      {'name': 'Proximal', 'mu': 0.1}]
   assert 'select-TF-ops' in sidecar['runtime']['note']
   # Bad input: a run directory without final weights; options that are inference-only.
   empty = tmp_path / 'unfinished'
@@ -374,4 +380,4 @@ def test_export_config_small_cnn_fedprox_and_bad_input(tmp_path, capsys):
       'partition': {'num_clients': 3}, 'method': {'name': 'lsc'}}))
   with pytest.raises(SystemExit):
     cli.main(['export', str(config_path), '--on-device-training'])
-  assert 'KSimilarityObjective cannot be exported' in capsys.readouterr().err
+  assert 'client part KSimilarity has no on-device form' in capsys.readouterr().err
