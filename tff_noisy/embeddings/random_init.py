@@ -26,6 +26,17 @@ def fits(input_shape) -> bool:
   return len(tuple(input_shape)) == 3
 
 
+def seeded_backbone(input_shape, seed: int) -> tf.keras.Model:
+  """``pretrain.build_backbone(input_shape)`` with Glorot-uniform kernels drawn from
+  ``seed`` (stateless: the same weights every time)."""
+  backbone = pretrain.build_backbone(tuple(input_shape), WIDTH)
+  for index, variable in enumerate(backbone.trainable_variables):
+    if 'kernel' in variable.name:
+      variable.assign(tf.keras.initializers.GlorotUniform(seed=seed * 1000 + index)(
+          variable.shape))
+  return backbone
+
+
 class RandomBackboneEncoder:
   """``pretrain.build_backbone(input_shape)``, seeded random weights, frozen."""
 
@@ -37,11 +48,7 @@ class RandomBackboneEncoder:
       raise ValueError(f'the random backbone needs images (height, width, channels), got '
                        f'input shape {self.input_shape}')
     self.batch_size = batch_size
-    self._backbone = pretrain.build_backbone(self.input_shape, WIDTH)
-    for index, variable in enumerate(self._backbone.trainable_variables):
-      if 'kernel' in variable.name:  # Stateless, seeded: the same weights every time.
-        variable.assign(tf.keras.initializers.GlorotUniform(seed=seed * 1000 + index)(
-            variable.shape))
+    self._backbone = seeded_backbone(self.input_shape, seed)
     self.encoder_id = 'random-backbone-' + hashlib.sha256(
         repr((self.input_shape, WIDTH, seed)).encode()).hexdigest()
 
