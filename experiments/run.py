@@ -50,7 +50,7 @@ from tff_noisy import reproduce
 from tff_noisy import validation
 from tff_noisy import workers
 from tff_noisy.data import sources
-from tff_noisy.embeddings.cli import add_embed_command
+from experiments.embed_cli import add_embed_command
 from tff_noisy.reporting import report
 from tff_noisy.simulation import run_dir
 from tff_noisy.simulation import run_processes

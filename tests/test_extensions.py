@@ -123,7 +123,7 @@ def test_a_config_s_imports_runs_the_method_and_a_resume_may_import_otherwise(
   capfd.readouterr()
   changed = _fails(capfd, ['run', moved, '--import', module, '--set', 'method.params.mu=0.2',
                             '--set', 'fl.rounds=3', '--out', out, '--resume'])
-  assert 'belongs to another run (method.params.mu: checkpoint 0.1, this run 0.2' in changed
+  assert 'belongs to another run (method.resolved.mu: checkpoint 0.1, this run 0.2' in changed
   # Imports that register no such method (as a new process without --import): refused
   # before any work, naming the way out.
   _use_registry(monkeypatch, unregistered)

@@ -7,7 +7,7 @@ import pytest
 from tff_noisy import config as config_lib
 from tff_noisy.data import federated
 from tff_noisy.embeddings import encoders
-from tff_noisy.embeddings import measure
+from tff_noisy.simulation import encoder_measure as measure
 from tff_noisy.ops import knn
 
 

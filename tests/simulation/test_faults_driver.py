@@ -7,6 +7,7 @@ import tensorflow as tf
 
 from tff_noisy import config as config_lib
 from tff_noisy.data import federated as federated_data
+from tff_noisy.ops import faults as faults_lib
 from tff_noisy.simulation import client_state
 from tff_noisy.simulation import assembly
 from tff_noisy.simulation import driver
@@ -56,16 +57,25 @@ def _initial_weights(config):
 
 def test_round_without_reporters_leaves_the_model_and_warns_once(tmp_path, tmp_cache,
                                                                  monkeypatch):
+  """A round whose sampled clients all drop (refused by validation for a config, so
+  forced here past it) leaves the model as it was and warns once."""
   warnings = []
   monkeypatch.setattr(driver, 'warn', warnings.append)
-  config = _config({'dropout': 0.5}, clients_per_round=1)  # The one sampled client drops.
+  config = _config({'dropout': 0.25}, clients_per_round=2)
+  monkeypatch.setattr(faults_lib, 'dropped_clients',  # Every sampled client drops.
+                      lambda sampled, fraction, seed, round_num: list(sampled))
   results = driver.run_experiment(config, str(tmp_path / 'run'))
   assert [r['no_reporters'] for r in results.rounds] == [True, True]
-  assert all(r['clients'] == [] and len(r['dropped_clients']) == 1 for r in results.rounds)
-  assert len(warnings) == 1 and 'no client reported (1 dropped out' in warnings[0]
+  assert all(r['clients'] == [] and len(r['dropped_clients']) == 2 for r in results.rounds)
+  assert len(warnings) == 1 and 'no client reported (2 dropped out' in warnings[0]
   for got, want in zip(results_lib.load_final_weights(str(tmp_path / 'run')),
                        _initial_weights(config)):
     np.testing.assert_array_equal(got, want)
+
+
+def test_a_dropout_of_every_sampled_client_is_refused():
+  with pytest.raises(config_lib.ConfigError, match='faults.dropout: 0.5 of the 1 client'):
+    _config({'dropout': 0.5}, clients_per_round=1)
 
 
 @pytest.mark.slow

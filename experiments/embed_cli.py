@@ -10,7 +10,7 @@ the leave-one-out 10-NN accuracy against the true labels of raw pixels, PCA-50 a
 encoder, on the same seeded class-balanced subset. ``measure`` builds a config's
 clients (one build per seed) and prints, per encoder, 10-NN accuracy against the true
 labels, NNC's vote on the noisy labels and LSC's in-batch neighbour purity
-(``embeddings.measure``); ``--out`` writes every row as JSON. Its default encoders are
+(``simulation.encoder_measure``); ``--out`` writes every row as JSON. Its default encoders are
 the label-free ones; the control ``control_supervised`` runs only where named.
 """
 
@@ -83,7 +83,7 @@ def _cmd_measure(args) -> None:
   from tff_noisy import config as config_lib
   from tff_noisy import validation
   from tff_noisy.data import federated
-  from tff_noisy.embeddings import measure
+  from tff_noisy.simulation import encoder_measure as measure
   names = [n.strip() for n in args.encoders.split(',') if n.strip()]
   try:
     seeds = [int(s) for s in args.seeds.split(',')]
