@@ -2,7 +2,7 @@
 
 Client datasets are batched mappings with keys ``x``, ``y`` and ``index`` (the example's
 position in the client's data) and, optionally, ``aggregation_weight`` (one float per
-example) plus any per-example fields a method's objective reads. The client's
+example) plus any per-example fields a method's client parts read. The client's
 ``update_weight`` is the sum of ``aggregation_weight`` over one pass of its data, or its
 number of examples when the key is absent; a method that weights clients (NA-FedAvg:
 ``1 - n_hat``) sets the per-example value and needs no client work of its own.
@@ -339,8 +339,8 @@ def finalize_client_metrics(sums) -> collections.OrderedDict:
   """Summed client metrics -> the round's training metrics (TensorFlow, any runtime).
 
   ``loss`` and ``accuracy`` are example-weighted means; ``client_mean_accuracy`` and
-  each of the objective's metrics (``objective``) are unweighted means over the clients
-  whose update was finite (each client counts once); the objective's ``outputs`` stay
+  each of the parts' metrics (``objective``) are unweighted means over the clients
+  whose update was finite (each client counts once); the parts' ``outputs`` stay
   sums.
   """
   examples = tf.maximum(tf.cast(sums['num_examples'], tf.float32), 1.0)

@@ -22,8 +22,8 @@ stages; released code Xu-Jingyi/FedCorr, ``main.py`` and ``util/util.py``).
   client where it does.
 - The adaptive proximal term of pre-processing's local training, β μ̂_k ‖w − w_g‖ (the
   code's norm, not its square), has the gradient β μ̂_k (w − w_g) / ‖w − w_g‖, 0 at
-  w = w_g (``proximal_gradients``; its TensorFlow twin is the objective's
-  ``weight_gradients``, ``methods/fedcorr/objective.py``).
+  w = w_g (``proximal_gradients``; its TensorFlow twin is the client part's
+  ``step``, ``methods/fedcorr/parts.py``).
 """
 
 from typing import NamedTuple

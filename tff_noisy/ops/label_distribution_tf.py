@@ -1,6 +1,6 @@
 """MaskedOptim's client-side losses in TensorFlow: twins of ``ops.label_distribution``.
 
-Used inside the TFF client computation (``methods/maskedoptim/objective.py``); tests
+Used inside the TFF client computation (``methods/maskedoptim/parts.py``); tests
 hold each equal to its NumPy twin and the autodiff gradient of the batch-mean loss with
 respect to the label logits equal to ``label_distribution.label_logits_gradient``.
 """

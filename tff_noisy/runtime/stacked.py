@@ -11,26 +11,26 @@ put in place of the model's variables for the call (``substituted``); ``pfor`` t
 per-client matmuls into batched ones (convolutions fall back to a loop inside the graph).
 
 The arithmetic is the client work's (``client_work.build_local_training``): the mean
-per-example loss of the objective over the batch's real examples, the client's
-optimiser step (``client_step.optimizer_step``, the kernel's own), the update
+per-example loss of the client parts over the batch's real examples, the same
+``client_step.train_step`` (the one place a client's gradient is taken), the update
 ``initial - trained``; tests hold the two equal.
 
-An objective whose prologue is ``prologue_of_logits`` of the received model's logits
-(FedEFC's transition matrices) is stacked too: the received model runs in inference mode
-on every client's examples of the prologue's pass at once, each client's context is
-computed from its own rows (in the pass's order, as the kernel computes it) and enters
-its steps, and the context's reported metrics (``metric_names``) come back per client.
+Parts whose ``start`` reads the received model's logits (``Needs.received_logits``:
+FedEFC's transition matrices) are stacked too: the received model runs in inference mode
+on every client's examples of that pass at once, each client's ``start`` runs on its own
+rows (in the pass's order, as the kernel computes them) and its context enters its
+steps, and the parts' reported metrics (``Needs.metrics``) come back per client.
 The logits of one big batch equal the kernel's batch-by-batch ones to rounding, not
 bit for bit.
 
-The traced step depends on the model's architecture, the optimiser, the objective and the
+The traced step depends on the model's architecture, the optimiser, the parts and the
 weight decay, never on a run's weights (they are arguments), so ``shared_stacked_training``
 keeps one per process for each combination: the compared methods that train alike (FedAvg
 and FedDS, a grid's seeds) trace it once.
 
-Only what is exact when stacked is stacked (``unstackable_reason``): objectives whose
-loss is per example with no prologue but ``prologue_of_logits``, no epilogue and no
-state, and models whose forward pass in training depends on nothing but the weights and
+Only what is exact when stacked is stacked (``unstackable_reason``): client parts that
+declare it (``Needs.stackable``: a per-example loss, no state, a ``start`` that reads
+only the received logits), and models whose forward pass in training depends on nothing but the weights and
 the example (no BatchNorm batch statistics, no dropout, no regularisation losses).
 """
 
@@ -344,7 +344,7 @@ def prologue_pass(program: ClientProgram, hparams) -> bool:
 
 def stack_round(clients, batch_size: int, local_epochs: int, prologue_pass: bool) -> tuple:
   """``(batches, mask, prologue_batches, prologue_mask)`` of a group's round, for
-  ``build_stacked_training``: with ``prologue_pass`` (the objective reads the received
+  ``build_stacked_training``: with ``prologue_pass`` (the client parts read the received
   model's logits this round), the pass of the prologue draws each client's first shuffle,
   as in the kernel, and training the next ``local_epochs``; without, the prologue's
   batches have no step."""

@@ -3,11 +3,11 @@
 Stage 1 is FedAvg with cross-entropy. After each round the server's prestopping monitor
 (``ops.prestop``, the paper's §3.1) reads the unweighted client mean of the accuracy on
 the clients' own noisy labels: the received global model's before local training
-(``signal: global``, the paper's Eq. 2, measured in the objective's prologue) or the
+(``signal: global``, the paper's Eq. 2, measured in its client part's ``start``) or the
 running training accuracy (``training``, [code]; ``train_client_mean_accuracy``). Once
 it has not improved for gamma monitored rounds (rounds after t_mon) the round is the
 prestopping point T_e and every later round trains with the forward-corrected loss on
-each client's own Q^k (``objective.py``). Nothing stops or rolls back.
+each client's own Q^k (``parts.py``). Nothing stops or rolls back.
 
 ``forward_correction`` is the same with Patrini's anchor estimate (the baseline). The
 phase lives in the process state's hparams (broadcast: the clients read it), the
@@ -17,7 +17,7 @@ resumed run switches exactly where the uninterrupted one does.
 Diagnostics, in each round's record: ``prestop`` (the signal, best, counter, rule and T_e
 once it has fired). With ``report_matrix_error``, in the first corrected round a probe
 re-estimates the round's clients' matrices with both estimators (column-normalised, from
-the same global model and data as their prologues) and the driver reports their L1 and
+the same global model and data as the parts' ``start``) and the driver reports their L1 and
 cosine errors against the true per-client matrices, which never reach the method.
 """
 
