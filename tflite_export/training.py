@@ -241,9 +241,9 @@ def convert_training_module(module: TrainingModule) -> bytes:
   try:
     return converter.convert()
   except Exception as e:  # pylint: disable=broad-except (the converter's own errors)
-    raise ConfigError(f'model {module.model.name!r} with client parts '
-                      f'{", ".join(type(p).__name__ for p in module.program.parts)} cannot be exported for '
-                      f'on-device training: {_refused_ops(str(e))}') from None
+    names = ', '.join(type(p).__name__ for p in module.program.parts)
+    raise ConfigError(f'model {module.model.name!r} with client parts {names} cannot be '
+                      f'exported for on-device training: {_refused_ops(str(e))}') from None
 
 
 def _refused_ops(message: str) -> str:

@@ -12,8 +12,9 @@ parts' ``state_spec``; ``()`` for stateless parts) and the round's hparams,
 and returns its ``ClientResult``, summable metrics and its new state. The update is the
 difference between the received and the trained weights for the trainable *and* the
 non-trainable variables, so BatchNorm statistics are averaged with the same weights as
-everything else; the client side of every method is its ``ClientProgram``, an ordered list
-of client parts (``federated.client_parts``), which this kernel runs. A client whose update has a non-finite value sends zeros with weight 0,
+everything else. The client side of every method is its ``ClientProgram``, an ordered
+list of client parts (``federated.client_parts``), which this kernel runs. A client whose
+update has a non-finite value sends zeros with weight 0,
 keeps its old state and is counted in ``non_finite_clients``; the finalizer also refuses
 a non-finite aggregate. With simulated faults (``faults:``), each client also receives
 its fault (``ops.faults_tf.FAULT_SPEC``) and a Byzantine client's update is corrupted

@@ -20,7 +20,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from tff_noisy import methods
+from tff_noisy.params import Params
 from tff_noisy.federated import client_work
 from tff_noisy.federated import process as process_lib
 from tff_noisy.federated.client_parts import ClientProgram, CrossEntropy
@@ -69,14 +69,14 @@ class Method:
   # broadcast; ``process.get_controller``/``set_controller``).
   controller: dict = {}
 
-  def __init__(self, process: process_lib.FederatedProcess, params: methods.Params,
+  def __init__(self, process: process_lib.FederatedProcess, params: Params,
                setup: Setup):
     self.process = process
     self.params = params
     self.setup = setup
 
   @classmethod
-  def dataset_fields(cls, params: methods.Params, data) -> dict:
+  def dataset_fields(cls, params: Params, data) -> dict:
     """``extra_fields``, or fields whose shapes depend on the params and the data.
 
     Called before the method is built (the fields fix the element spec), e.g. LSC's
@@ -86,7 +86,7 @@ class Method:
     return dict(cls.extra_fields)
 
   @classmethod
-  def client_model(cls, params: methods.Params, model_fn: Callable) -> Callable:
+  def client_model(cls, params: Params, model_fn: Callable) -> Callable:
     """The builder of the model the clients train and the server aggregates and
     evaluates, from the configured one's (Co-teaching: both its networks in one model,
     so that each is federated); default ``model_fn`` itself."""
@@ -94,13 +94,13 @@ class Method:
     return model_fn
 
   @classmethod
-  def client_parts(cls, params: methods.Params, setup: Setup) -> list:
+  def client_parts(cls, params: Params, setup: Setup) -> list:
     """The clients' parts, in order; cross-entropy by default."""
     del params, setup
     return [CrossEntropy()]
 
   @classmethod
-  def build(cls, params: methods.Params, setup: Setup) -> 'Method':
+  def build(cls, params: Params, setup: Setup) -> 'Method':
     return cls(setup.build_process(cls.client_parts(params, setup), cls.controller), params,
                setup)
 

@@ -30,8 +30,9 @@ and FedDS, a grid's seeds) trace it once.
 
 Only what is exact when stacked is stacked (``unstackable_reason``): client parts that
 declare it (``Needs.stackable``: a per-example loss, no state, a ``start`` that reads
-only the received logits), and models whose forward pass in training depends on nothing but the weights and
-the example (no BatchNorm batch statistics, no dropout, no regularisation losses).
+only the received logits), and models whose forward pass in training depends on nothing
+but the weights and the example (no BatchNorm batch statistics, no dropout, no
+regularisation losses).
 """
 
 import collections

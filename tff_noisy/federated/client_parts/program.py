@@ -31,8 +31,8 @@ class ClientContext:
   ``finish`` may change); ``received`` (the received ``ModelWeights``); ``predict``
   (``x -> logits`` of the model being trained, in inference mode: the received model at
   ``start``, the trained one at ``finish``); ``initial_trainable`` (the received
-  trainable weights, what a proximal term pulls towards); ``dataset`` (the client's batches; None when
-  stacked); ``logits``/``labels`` (``Needs.received_logits``); ``step`` (the step's
+  trainable weights, what a proximal term pulls towards); ``dataset`` (the client's
+  batches; None when stacked); ``logits``/``labels`` (``Needs.received_logits``); ``step`` (the step's
   number, from 0); ``rows``/``row_grads`` (``Needs.rows``, in ``after_step``);
   ``trained`` and ``steps`` (at ``finish``). Parts keep their own values as items,
   ``ctx[name]``.
