@@ -21,7 +21,9 @@ Declarations, with safe defaults: ``needs`` (``Needs``: what the kernel must pro
 whether the part is exact when clients are stacked), ``state_spec`` and
 ``initial_state`` (per-client state, checkpointed), ``hparams`` (server-decided values
 broadcast each round, with their initial values) and ``device`` (``DeviceForm``: how it
-trains on a device; None: it cannot).
+trains on a device; None: it cannot). Declarations are inherited: a subclass of a shared
+part that changes its loss or batch (``CrossEntropy`` is stackable and on-device) must
+declare ``needs`` and ``device`` again for what it does.
 """
 
 import dataclasses
