@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-_GPU = os.path.join(os.path.dirname(__file__), '..', 'benchmarks', 'gpu.py')
+_BENCHMARKS = os.path.join(os.path.dirname(__file__), '..', 'benchmarks')
+_GPU = os.path.join(_BENCHMARKS, 'gpu.py')
 
 
 def _load(path):
@@ -41,3 +42,43 @@ def test_gpu_benchmark_runs_a_tiny_round_on_the_tf_runtime():
   row = json.loads(done.stdout.strip().splitlines()[-1])
   assert row['variant'] == 'tf-cpu' and row['round_s'] > 0
   assert row['runtime']['client_runtime'] == 'tf'
+
+
+def _tiny_config(tmp_path):
+  path = tmp_path / 'tiny.yaml'
+  path.write_text(json.dumps({  # JSON is YAML.
+      'seed': 0, 'data': {'dataset': 'digits', 'cache_dir': str(tmp_path / 'cache')},
+      'partition': {'num_clients': 4}, 'noise': {'name': 'symmetric', 'rate': 0.2},
+      'model': {'name': 'mlp', 'width': 16},
+      'fl': {'rounds': 40, 'clients_per_round': 2, 'batch_size': 32}}))
+  return str(path)
+
+
+def _run_main(monkeypatch, tmp_path, name, *args):
+  """Benchmark ``name``'s ``main`` on ``args``, writing its results under ``tmp_path``."""
+  monkeypatch.syspath_prepend(_BENCHMARKS)  # stacking.py imports method_cost.
+  module = _load(os.path.join(_BENCHMARKS, f'{name}.py'))
+  monkeypatch.setattr(module, 'RESULTS', str(tmp_path / 'results'))
+  monkeypatch.setattr(sys, 'argv', [f'{name}.py', *args])
+  module.main()
+  (written,) = (tmp_path / 'results').iterdir()
+  return json.loads(written.read_text())
+
+
+@pytest.mark.slow
+def test_stacking_benchmark_runs_a_tiny_point(monkeypatch, tmp_path):
+  results = _run_main(monkeypatch, tmp_path, 'stacking', _tiny_config(tmp_path),
+                      '--points', '16x32x1', '--rounds', '1')
+  (point,) = results['points']
+  assert point['stacked_s_per_round'] > 0 and point['one_call_per_client_s_per_round'] > 0
+  assert point['default_on_cpu_stacks'] is True  # An MLP of few steps stacks on the CPU.
+
+
+@pytest.mark.slow
+def test_method_cost_benchmark_runs_both_phases_on_both_runtimes(monkeypatch, tmp_path):
+  results = _run_main(monkeypatch, tmp_path, 'method_cost', _tiny_config(tmp_path),
+                      '--methods', 'fedavg,fedefc', '--rounds', '1', '--runtimes', 'tff,tf')
+  assert sorted(results['methods']) == [
+      'fedavg [tf]', 'fedavg [tff]', 'fedefc [tf] (corrected=0)', 'fedefc [tf] (corrected=1)',
+      'fedefc [tff] (corrected=0)', 'fedefc [tff] (corrected=1)']
+  assert all(row['median_s_per_round'] > 0 for row in results['methods'].values())
