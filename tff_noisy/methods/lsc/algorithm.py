@@ -35,7 +35,7 @@ EMBEDDING = lsc_parts.EMBEDDING_KEY
 
 
 class LSC(base.Method):
-  """CE + λ L_CL clients (``parts.KSimilarity`` beside cross-entropy) with precomputed encoder embeddings."""
+  """CE + λ L_CL clients (``parts.KSimilarity``) with precomputed encoder embeddings."""
 
   @classmethod
   def dataset_fields(cls, params, data) -> dict:
