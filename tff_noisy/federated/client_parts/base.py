@@ -122,3 +122,16 @@ class ClientPart:
   def finish(self, ctx) -> None:
     """After the local steps: the client's new state, update scale and outputs."""
     del ctx
+
+
+def example_probabilities(logits_of, dataset, initial):
+  """``initial`` [N, C] with row ``index`` of each example of ``dataset`` replaced by
+  ``softmax(logits_of(x))``, in one pass (what a part's ``start`` or ``finish`` keeps per
+  example: MaskedOptim's and FedCorr's local outputs, FedNoRo's teacher)."""
+
+  def collect(probs, batch):
+    return tf.tensor_scatter_nd_update(probs, batch['index'][:, None],
+                                       tf.nn.softmax(logits_of(batch['x'])))
+
+  return dataset.reduce(initial, collect)
+

@@ -17,7 +17,7 @@ import collections
 import numpy as np
 import tensorflow as tf
 
-from tff_noisy.federated.client_parts import ClientPart
+from tff_noisy.federated.client_parts import ClientPart, example_probabilities
 
 NOISE_LEVEL = 'noise_level'
 PROBS = 'probs'
@@ -55,10 +55,7 @@ class AdaptiveProximal(ClientPart):
     predict, dataset, table = ctx.predict, ctx.dataset, ctx.state[PROBS]
 
     def outputs():
-      def collect(probs, batch):
-        return tf.tensor_scatter_nd_update(probs, batch['index'][:, None],
-                                           tf.nn.softmax(predict(batch['x'])))
-      return dataset.reduce(tf.zeros_like(table), collect)
+      return example_probabilities(predict, dataset, tf.zeros_like(table))
 
     ctx.state[PROBS] = tf.cond(tf.equal(ctx.hparams[PREPROCESSING], 1), outputs,
                                lambda: table)

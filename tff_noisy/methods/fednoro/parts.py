@@ -20,7 +20,7 @@ import collections
 import numpy as np
 import tensorflow as tf
 
-from tff_noisy.federated.client_parts import ClientPart, Needs
+from tff_noisy.federated.client_parts import ClientPart, example_probabilities, Needs
 from tff_noisy.ops import fednoro_tf
 from tff_noisy.ops import label_distribution_tf
 
@@ -53,11 +53,7 @@ class FedNoRoLoss(ClientPart):
     empty = tf.zeros([tf.cast(tf.reduce_sum(counts), tf.int32), self.num_classes])
 
     def teacher():
-      def collect(probs, batch):
-        return tf.tensor_scatter_nd_update(
-            probs, batch['index'][:, None],
-            tf.nn.softmax(predict(batch['x']) / self.temperature))
-      return dataset.reduce(empty, collect)
+      return example_probabilities(lambda x: predict(x) / self.temperature, dataset, empty)
 
     ctx['log_prior'] = tf.math.log(label_distribution_tf.prior_from_counts(counts))
     ctx['present'] = counts > 0

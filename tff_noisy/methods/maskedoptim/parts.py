@@ -28,7 +28,7 @@ import collections
 import numpy as np
 import tensorflow as tf
 
-from tff_noisy.federated.client_parts import ClientPart, Needs
+from tff_noisy.federated.client_parts import ClientPart, example_probabilities, Needs
 from tff_noisy.ops import label_distribution
 from tff_noisy.ops import label_distribution_tf
 
@@ -89,10 +89,7 @@ class MaskedOptimLoss(ClientPart):
     predict, dataset, table = ctx.predict, ctx.dataset, ctx.state[LABEL_LOGITS]
 
     def merged():
-      def collect(probs, batch):
-        return tf.tensor_scatter_nd_update(probs, batch['index'][:, None],
-                                           tf.nn.softmax(predict(batch['x'])))
-      probs = dataset.reduce(tf.zeros_like(table), collect)
+      probs = example_probabilities(predict, dataset, tf.zeros_like(table))
       return label_distribution_tf.merge_label_logits(table, probs, self.label_scale)
 
     noisy = ctx['noisy']
