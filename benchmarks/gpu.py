@@ -83,6 +83,7 @@ def measure(variant: str, args) -> dict:
   from tff_noisy import config as config_lib  # pylint: disable=g-import-not-at-top
   from tff_noisy.simulation import assembly  # pylint: disable=g-import-not-at-top
   from tff_noisy.simulation import driver  # pylint: disable=g-import-not-at-top
+  from tff_noisy.simulation import rounds  # pylint: disable=g-import-not-at-top
   from tff_noisy.simulation.client_state import ClientStateStore  # pylint: disable=g-import-not-at-top
   config = config_lib.from_dict({
       'seed': 0, 'partition': {'num_clients': args.clients}, 'model': {'name': 'resnet20'},
@@ -98,9 +99,11 @@ def measure(variant: str, args) -> dict:
   for round_num in (1, 2):
     seeds = np.random.default_rng([0, round_num, 1]).integers(2**31, size=args.clients)
     started = time.perf_counter()
-    clients, _ = driver.client_datasets(method, data, ClientStateStore(), data.client_ids,
+    clients, _ = driver.client_datasets(method.recipe.data, data, ClientStateStore(), data.client_ids,
                                         seeds, args.batch_size)
-    state, metrics, _, _ = method.run_round(state, clients, [()] * len(clients))
+    trained = rounds.train(method.recipe, process, round_num, state, clients,
+                           [()] * len(clients), None, None)
+    state, metrics = trained.state, trained.metrics
     seconds.append(time.perf_counter() - started)
     print(f'  {variant}: round {round_num} {seconds[-1]:.1f} s, train loss '
           f'{metrics["train_loss"]:.3f}', file=sys.stderr, flush=True)

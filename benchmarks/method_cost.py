@@ -42,8 +42,10 @@ from tff_noisy import files  # pylint: disable=g-import-not-at-top
 from tff_noisy import validation  # pylint: disable=g-import-not-at-top
 from tff_noisy.data import federated as federated_data  # pylint: disable=g-import-not-at-top
 from tff_noisy.data import sources  # pylint: disable=g-import-not-at-top
+from tff_noisy.methods import recipe  # pylint: disable=g-import-not-at-top
 from tff_noisy.simulation import assembly  # pylint: disable=g-import-not-at-top
 from tff_noisy.simulation import driver  # pylint: disable=g-import-not-at-top
+from tff_noisy.simulation import rounds  # pylint: disable=g-import-not-at-top
 from tff_noisy.simulation import studies  # pylint: disable=g-import-not-at-top
 from tff_noisy.simulation.client_state import ClientStateStore  # pylint: disable=g-import-not-at-top
 
@@ -59,13 +61,16 @@ class Variant:
     self.method = assembly.build_method(config, data, validation.validate_experiment(config))
     self.state = assembly.initial_state(self.method.process, self.method.setup.model_fn())
     self.store = ClientStateStore()
+    self.server = recipe.ServerContext(self.method.process, self.method.setup, data,
+                                       self.store)
     self.round_seconds = []
     with tempfile.TemporaryDirectory() as cache:
       previous = os.environ.get(sources.CACHE_ENV)
       os.environ[sources.CACHE_ENV] = cache
       try:
         started = time.perf_counter()
-        self.method.prepare(data, self.store)
+        for step in self.method.recipe.server:
+          step.prepare(self.server)
         self.prepare_seconds = time.perf_counter() - started
         self.cached_bytes = sum(os.path.getsize(os.path.join(d, f))
                                 for d, _, files in os.walk(cache) for f in files)
@@ -85,17 +90,18 @@ class Variant:
     hparams = dict(process.get_hparams(self.state), **{PHASE: phase})
     self.state = process.set_hparams(self.state, hparams)
 
-  def run_round(self, data, sampled, seeds, batch_size):
-    datasets, _ = driver.client_datasets(self.method, data, self.store, sampled, seeds,
-                                         batch_size)
+  def run_round(self, round_num, data, sampled, seeds, batch_size):
+    datasets, _ = driver.client_datasets(self.method.recipe.data, data, self.store, sampled,
+                                         seeds, batch_size)
     process = self.method.process
     client_states = [self.store.objective_state(cid, process.program, data.y[cid])
                      for cid in datasets]
     started = time.perf_counter()
-    self.state, _, client_states, _ = self.method.run_round(self.state, datasets,
-                                                            client_states)
+    trained = rounds.train(self.method.recipe, process, round_num, self.state, datasets,
+                           client_states, None, self.server)
+    self.state = trained.state
     self.round_seconds.append(time.perf_counter() - started)
-    for cid, client_state in zip(datasets, client_states):
+    for cid, client_state in zip(datasets, trained.client_states):
       self.store.set_objective_state(cid, client_state)
 
 
@@ -130,7 +136,7 @@ def main():
     sampled = driver.sample_clients(ids, base.clients_per_round(), base.seed, round_num)
     seeds = np.random.default_rng([base.seed, round_num, 1]).integers(2**31, size=len(sampled))
     for variant in variants:
-      variant.run_round(data, sampled, seeds, base.fl.batch_size)
+      variant.run_round(round_num, data, sampled, seeds, base.fl.batch_size)
     print(f'round {round_num}: ' + ', '.join(
         f'{v.name} {v.round_seconds[-1]:.2f} s' for v in variants), flush=True)
 

@@ -2,7 +2,7 @@
 
 Each (runtime, size) runs in its own Python process (so each peak is its own): FedAvg
 with the `mlp` model, E=1, every client sampled every round, through the driver's own
-round (``driver.client_datasets`` then ``Method.run_round``) on the client runtime
+round (``driver.client_datasets`` then ``rounds.train``) on the client runtime
 ``--runtime`` names (``fl.client_runtime``: ``tff``, TFF's local C++ worker; ``tf``, this
 process's TensorFlow with clients stacked per call). Each client holds ``--examples``
 scikit-learn digits drawn with replacement (seeded): the benchmark measures the
@@ -102,6 +102,7 @@ def measure_one(num_clients: int, rounds: int, examples: int, batch_size: int,
   from tff_noisy import tff_runtime  # pylint: disable=g-import-not-at-top
   from tff_noisy.simulation import assembly  # pylint: disable=g-import-not-at-top
   from tff_noisy.simulation import driver  # pylint: disable=g-import-not-at-top
+  from tff_noisy.simulation import rounds as round_lib  # pylint: disable=g-import-not-at-top
   from tff_noisy.simulation.client_state import ClientStateStore  # pylint: disable=g-import-not-at-top
 
   config = _config(num_clients, batch_size, runtime)
@@ -118,11 +119,13 @@ def measure_one(num_clients: int, rounds: int, examples: int, batch_size: int,
   for round_num in range(1, rounds + 1):
     seeds = np.random.default_rng([0, round_num, 1]).integers(2**31, size=num_clients)
     started = time.perf_counter()
-    datasets, _ = driver.client_datasets(method, data, store, data.client_ids, seeds,
+    datasets, _ = driver.client_datasets(method.recipe.data, data, store, data.client_ids, seeds,
                                          batch_size)
     built = time.perf_counter()
     cpu_before = cpu_seconds(), sum(cpu_seconds(pid) for pid in workers)
-    state, metrics, _, _ = method.run_round(state, datasets, [()] * len(datasets))
+    trained = round_lib.train(method.recipe, process, round_num, state, datasets,
+                           [()] * len(datasets), None, None)
+    state, metrics = trained.state, trained.metrics
     build_s.append(built - started)
     next_s.append(time.perf_counter() - built)
     next_driver_cpu_s.append(cpu_seconds() - cpu_before[0])

@@ -54,7 +54,7 @@ def measure_point(args, width: int, batch_size: int, epochs: int, data) -> dict:
     sampled = driver.sample_clients(ids, base.clients_per_round(), base.seed, round_num)
     seeds = np.random.default_rng([base.seed, round_num, 1]).integers(2**31, size=len(sampled))
     for variant in variants.values():
-      variant.run_round(data, sampled, seeds, batch_size)
+      variant.run_round(round_num, data, sampled, seeds, batch_size)
   stacked_s, each_s = (statistics.median(variants[s].round_seconds[1:]) for s in (True, False))
   steps = assembly.median_client_steps(data, epochs, batch_size)
   return {'width': width, 'batch_size': batch_size, 'local_epochs': epochs,

@@ -51,7 +51,7 @@ from tff_noisy import validation
 from tff_noisy import workers
 from tff_noisy.data import sources
 from experiments.embed_cli import add_embed_command
-from tff_noisy.reporting import report
+from tff_noisy.report import command as report
 from tff_noisy.simulation import run_dir
 from tff_noisy.simulation import run_processes
 from tff_noisy.simulation import studies

@@ -35,14 +35,14 @@ def taylor(tmp_path, monkeypatch):
 
 
 def test_the_example_method_registers_validates_and_computes_its_loss(taylor):
-  assert methods.METHODS['taylor_ce'].resolve() is taylor.Taylor
+  assert methods.METHODS['taylor_ce'].resolve() is taylor.taylor
   assert methods.resolve_params('taylor_ce', {}, rounds=5).order == 2
   with pytest.raises(ConfigError, match='method.params.order: needs an integer >= 1'):
     methods.resolve_params('taylor_ce', {'order': 0}, rounds=5)
   with pytest.raises(ConfigError, match='method.params.order: needs an integer'):
     methods.resolve_params('taylor_ce', {'order': 1.5}, rounds=5)
-  parts = taylor.Taylor.client_parts(
-      methods.resolve_params('taylor_ce', {'order': 3}, rounds=5), None)
+  parts = taylor.taylor(methods.resolve_params('taylor_ce', {'order': 3}, rounds=5),
+                       None).parts
   logits = tf.constant([[2.0, 0.0, -1.0], [0.0, 0.0, 0.0]])
   labels = np.array([0, 2])
   gap = 1 - tf.nn.softmax(logits).numpy()[[0, 1], labels]

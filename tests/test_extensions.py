@@ -27,7 +27,7 @@ _METHOD = '''
 
     tff_noisy.register_method({'bootstrap': methods.MethodSpec(
         'FedProx under another name', ProximalParams,
-        'tff_noisy.methods.fedavg.algorithm:FedProx')})
+        'tff_noisy.methods.fedavg.algorithm:fedprox')})
     '''
 _CONFIG = '''
     seed: 3

@@ -28,7 +28,7 @@ LAYERS = (
     ('validation', ('tff_noisy.validation',)),
     ('client runtimes', ('tff_noisy.runtime',)),
     ('simulation', ('tff_noisy.simulation',)),
-    ('public surface', ('tff_noisy.reporting.report', 'tff_noisy.reporting.paper_table',
+    ('public surface', ('tff_noisy.report',
                         'tff_noisy.reproduce', 'tff_noisy.catalog', 'tff_noisy.api',
                         'tff_noisy.aggregators', 'tff_noisy')),
     ('command line', ('experiments',)),
@@ -108,7 +108,7 @@ def test_the_check_sees_an_import_running_up():
   computations importing a client runtime, as the methods once did)."""
   assert _layer_of('tff_noisy.federated.client_work') < _layer_of('tff_noisy.runtime.stacked')
   assert _layer_of('tff_noisy.reporting') < _layer_of('tff_noisy.methods.lsc.report')
-  assert _layer_of('tff_noisy.reporting.report') > _layer_of('tff_noisy.simulation.driver')
+  assert _layer_of('tff_noisy.report.command') > _layer_of('tff_noisy.simulation.driver')
   with pytest.raises(AssertionError, match='in no layer'):
     _layer_of('numpy')
 

@@ -21,7 +21,7 @@ from tff_noisy import config as config_lib
 from tff_noisy import errors
 from tff_noisy import methods
 from tff_noisy import reporting
-from tff_noisy.reporting import report
+from tff_noisy.report import command as report
 from tff_noisy.simulation import results as results_lib
 from tff_noisy.simulation import run_dir
 from tff_noisy.simulation import studies

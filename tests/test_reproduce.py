@@ -10,8 +10,8 @@ import pytest
 from tff_noisy import reporting
 from tff_noisy import reproduce
 from tff_noisy.errors import ConfigError
-from tff_noisy.reporting import paper_table
-from tff_noisy.reporting import report
+from tff_noisy.report import paper_table
+from tff_noisy.report import command as report
 from tff_noisy.simulation import results as results_lib
 from tff_noisy.simulation import studies
 

@@ -317,15 +317,10 @@ class Process:
   def initialize(self) -> ProcessState:
     """The state before round 1; runs the method's one-off preparation (NNC's
     relabelling, LSC's embeddings), whose record is ``prepared``."""
-    simulation = self._simulation
     tff_runtime.use_in_this_thread()
-    from tff_noisy.simulation import assembly  # pylint: disable=import-outside-toplevel
-    from tff_noisy.simulation.client_state import ClientStateStore  # pylint: disable=import-outside-toplevel
-    store = ClientStateStore()
-    simulation.store, simulation.history, simulation.extra = store, [], None
-    simulation.state = assembly.initial_state(simulation.process, simulation.eval_model)
-    self.prepared = simulation.prepare()
-    return ProcessState(0, simulation.state, store.copy(), ())
+    start = self._simulation.initial()
+    self.prepared = self._simulation.prepare(start.store)
+    return ProcessState(0, start.server, start.store.copy(), ())
 
   def next(self, state: ProcessState, client_ids: Optional[Sequence[str]] = None
            ) -> RoundOutput:
@@ -335,17 +330,15 @@ class Process:
     if state.round_num >= self.config.fl.rounds:
       raise ValueError(f'state: round {state.round_num} is the last of the process (built '
                        f'with rounds={self.config.fl.rounds})')
-    simulation.state, simulation.store = state.server, state.clients.copy()
-    simulation.history = list(state.history)
-    record = simulation.run_round(client_ids)
-    return RoundOutput(ProcessState(state.round_num + 1, simulation.state, simulation.store,
-                                    tuple(simulation.history)), record)
+    from tff_noisy.simulation.driver import RunState  # pylint: disable=import-outside-toplevel
+    after, record = simulation.step(
+        RunState(state.server, state.clients.copy(), tuple(state.history)), client_ids)
+    return RoundOutput(ProcessState(state.round_num + 1, after.server, after.store,
+                                    after.history), record)
 
   def model_weights(self, state: ProcessState) -> List[np.ndarray]:
     """The global model's weights in ``state``, in Keras ``get_weights()`` order."""
-    simulation = self._check(state)
-    simulation.state = state.server
-    return simulation.final_weights()
+    return self._check(state).model_weights(state.server)
 
   def evaluate(self, state: ProcessState, x: np.ndarray, y: np.ndarray) -> dict:
     """Accuracy, macro-F1 and per-class accuracy of ``state``'s global model on (x, y)."""
@@ -376,7 +369,7 @@ class Process:
     if loaded is None:
       raise FileNotFoundError(f'directory: {directory} holds no checkpoint')
     if simulation.extra is None:
-      self.prepared = simulation.prepare()
+      self.prepared = simulation.prepare(simulation.initial().store)
     return ProcessState(loaded.round_num, loaded.state, loaded.store, tuple(loaded.history))
 
   def _check(self, state):

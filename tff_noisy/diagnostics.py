@@ -1,8 +1,8 @@
 """Diagnostics: what a method records about its own decisions, scored against the
 simulation's truth by the driver, which knows no method.
 
-A method's hooks (``methods.base.Method``) return ``{key: value}``; a value that is a
-:class:`Diagnostic` is replaced by what its ``scored(truth)`` returns (its own entries
+A method's server steps (``methods.recipe.ServerStep``) return ``{key: value}``; a value
+that is a :class:`Diagnostic` is replaced by what its ``scored(truth)`` returns (its own entries
 plus their scores against the truth), other values go to ``results.json`` as they are.
 The truth (true labels, per-client noise rates and transition matrices) never reaches a
 method: only its diagnostics see it, after the method decided. TensorFlow-free.

@@ -16,7 +16,7 @@ Two scales:
   GPU machine), checked up front: the dataset must be on disk.
 
 The grid is ``studies.grid`` with the table in its manifest; ``tff-noisy report`` then
-adds the table beside the paper's (``reporting.paper_table``). TensorFlow-free.
+adds the table beside the paper's (``report.paper_table``). TensorFlow-free.
 """
 
 import dataclasses
@@ -28,7 +28,7 @@ from tff_noisy import methods as method_registry
 from tff_noisy import yamlio
 from tff_noisy.errors import ConfigError
 from tff_noisy.params import did_you_mean
-from tff_noisy.reporting.paper_table import METRICS
+from tff_noisy.report.paper_table import METRICS
 from tff_noisy.simulation import studies
 
 PROTOCOL_DIR = os.path.join(os.path.dirname(__file__), '..', 'experiments', 'protocols')

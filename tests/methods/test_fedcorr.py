@@ -224,7 +224,7 @@ def test_digits_run_goes_through_the_three_stages_equal_on_both_runtimes(tmp_cac
   params = dict(t1=2, t2=1, frac1=0.5, clean_threshold=0.2, confidence=0.3)
   runs = {runtime: _run(runtime, **params) for runtime in ('tff', 'tf')}
   rounds = runs['tff'].rounds
-  assert [r.get('fedcorr_groups') for r in rounds] == [2, 2, None, None]
+  assert [r.get('sub_rounds') for r in rounds] == [2, 2, None, None]
   assert [len(r['clients']) for r in rounds[:2]] == [6, 6]
   for iteration, record in enumerate(rounds[:2], 1):
     pre = record['fedcorr_preprocessing']

@@ -4,6 +4,7 @@ import pytest
 
 from tff_noisy import config as config_lib
 from tff_noisy import validation
+from tff_noisy.methods import recipe
 from tff_noisy.methods.fedds import algorithm as fedds
 from tff_noisy.simulation import assembly
 from tff_noisy.simulation import driver
@@ -63,12 +64,13 @@ class _Result:
 def _method(run_config):
   from tff_noisy.data import federated as federated_data  # pylint: disable=g-import-not-at-top
   data = federated_data.build_federated_data(run_config)
-  method = assembly.build_method(run_config, data)
-  model_fn = method.setup.model_fn
-  method.prepare(data, None)
+  built = assembly.build_method(run_config, data)
+  weighting = built.recipe.weighting
+  weighting.prepare(recipe.ServerContext(built.process, built.setup, data, None))
   weights = tff.learning.models.ModelWeights(
-      trainable=[w.numpy() for w in model_fn().trainable_weights], non_trainable=[])
-  return method, weights
+      trainable=[w.numpy() for w in built.setup.model_fn().trainable_weights],
+      non_trainable=[])
+  return weighting, weights
 
 
 def _zeros_like(weights):

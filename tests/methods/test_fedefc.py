@@ -11,6 +11,7 @@ import pytest
 import tensorflow as tf
 
 import helpers
+from tff_noisy.methods import recipe
 from tff_noisy.methods import fedefc as fedefc_params
 from tff_noisy.federated import process as process_lib
 from tff_noisy.federated.client_parts import ClientProgram
@@ -130,19 +131,21 @@ def test_stage_two_trains_on_the_clients_own_corrected_loss(estimator, prior_com
 
 def test_the_monitor_is_server_only_state_the_server_steps_update():
   """FedEFC's prestopping counters live in the state's controller slot, the phase in the
-  broadcast hparams; ``after_round`` updates both, and fires at the prestopping point."""
+  broadcast hparams; the server step's ``after`` updates both, and fires at the
+  prestopping point."""
   process = process_lib.build_process(
       helpers.linear_model, helpers.client_dataset(*helpers.random_client(0, 4)).element_spec,
       tff.learning.optimizers.build_sgdm(_LR), program=ClientProgram([ForwardCorrection(_CLASSES)]),
-      controller=fedefc_lib.FedEFC.controller)
-  method = fedefc_lib.FedEFC(process, fedefc_params.FedEFCParams(
-      t_mon=1, gamma=1, report_matrix_error=False), setup=None)
+      controller=fedefc_lib.MONITOR)
+  step = fedefc_lib.Prestopping(fedefc_params.FedEFCParams(
+      t_mon=1, gamma=1, report_matrix_error=False))
   state = process.initialize()
   assert list(process.get_hparams(state)) == ['corrected']
   assert int(process.get_controller(state)['switch_round']) == -1
   for round_num, signal in enumerate([0.5, 0.6, 0.55], start=1):
-    metrics = {'objective': {'received_accuracy': signal}}
-    state, _ = method.after_round(round_num, state, metrics)
+    server = recipe.ServerContext(process, None, None, None,
+                                  metrics={'objective': {'received_accuracy': signal}})
+    state, _ = step.after(round_num, state, server)
   assert int(process.get_hparams(state)['corrected']) == 1
   monitor = process.get_controller(state)
   assert int(monitor['switch_round']) == 3 and monitor['monitor_best'] == np.float32(0.6)

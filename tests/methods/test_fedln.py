@@ -11,7 +11,8 @@ from tff_noisy.methods import fedln as fedln_params
 from tff_noisy import validation
 from tff_noisy.data import federated as federated_data
 from tff_noisy.federated import probe
-from tff_noisy.methods import base
+from tff_noisy.federated import process as process_lib
+from tff_noisy.methods import recipe
 from tff_noisy.methods.fedln import algorithm as fedln
 from tff_noisy.federated.client_parts import ClientProgram, CrossEntropy
 from tff_noisy.simulation import driver
@@ -29,7 +30,7 @@ def _dataset(seed, n):
 @pytest.mark.slow
 def test_scoring_returns_global_and_trained_local_logits():
   data = [_dataset(1, 20), _dataset(2, 12)]
-  setup = base.Setup(
+  setup = recipe.Setup(
       model_fn=helpers.linear_model, element_spec=data[0].element_spec,
       client_optimizer=tff.learning.optimizers.build_sgdm(0.3),
       server_optimizer=tff.learning.optimizers.build_sgdm(1.0),
@@ -39,7 +40,8 @@ def test_scoring_returns_global_and_trained_local_logits():
   program = ClientProgram(parts)
   scoring = probe.build_probe(helpers.linear_model, data[0].element_spec,
                               fedln._before_and_after_training(setup, program))  # pylint: disable=protected-access
-  process = setup.build_process(parts)
+  process = process_lib.build_process(helpers.linear_model, data[0].element_spec,
+                                     setup.client_optimizer, program=program, local_epochs=2)
   tf.keras.utils.set_random_seed(0)
   model = helpers.linear_model()
   weights = tff.learning.models.ModelWeights(

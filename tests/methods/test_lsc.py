@@ -14,6 +14,7 @@ from tff_noisy import validation
 from tff_noisy.data import federated as federated_data
 from tff_noisy.federated import process as process_lib
 from tff_noisy.federated.client_parts import ClientContext, ClientProgram, CrossEntropy, Outputs
+from tff_noisy.methods import recipe
 from tff_noisy.methods.lsc import algorithm as lsc
 from tff_noisy.methods.lsc.parts import KSimilarity
 from tff_noisy.ops import contrastive
@@ -180,9 +181,9 @@ def test_classifier_architecture_is_independent_of_the_encoders(tmp_cache):
   for params in ({'pca_components': 8}, {'encoder': 'random'}):
     method = assembly.build_method(_config(**params), data)
     store = client_state.ClientStateStore()
-    method.prepare(data, store)
+    embeddings = _prepared(method, data, store)
     model = method.setup.model_fn()
-    built[method.params.encoder] = (method.setup.element_spec['embedding'].shape[-1],
+    built[embeddings.params.encoder] = (method.setup.element_spec['embedding'].shape[-1],
                                     store.get(cid, 'embedding').shape[1],
                                     models.feature_dim(model),
                                     [w.shape for w in model.get_weights()])
@@ -198,17 +199,25 @@ def test_missing_or_miscounted_embeddings_are_clear_errors(tmp_cache):
   store = client_state.ClientStateStore()
   cid = data.client_ids[0]
   n = len(data.y[cid])
+  plan = method.recipe.data
   with pytest.raises(ValueError, match=f"client {cid}: no 'embedding' values"):
-    method.client_extras(cid, n, store)
-  method.prepare(data, store)
-  assert method.client_extras(cid, n, store)['embedding'].shape == (n, 8)
-  np.testing.assert_array_equal(method.labels(cid, data, store), data.y[cid])  # Observed.
+    plan.extras(cid, n, store)
+  _prepared(method, data, store)
+  assert plan.extras(cid, n, store)['embedding'].shape == (n, 8)
+  np.testing.assert_array_equal(plan.labels(cid, data, store), data.y[cid])  # Observed.
   np.testing.assert_allclose(np.linalg.norm(store.get(cid, 'embedding'), axis=1), 1.0,
                              rtol=1e-5)
   store.set_derived(cid, 'embedding', store.get(cid, 'embedding')[1:])
   with pytest.raises(ValueError, match=rf"client {cid}: 'embedding' has shape \({n - 1}, 8\) "
                                        rf'but its dataset needs \({n}, 8\)'):
-    method.client_extras(cid, n, store)
+    plan.extras(cid, n, store)
+
+
+def _prepared(method, data, store):
+  """LSC's server step, prepared on ``store``: every client's embeddings in it."""
+  (embeddings,) = method.recipe.server
+  embeddings.prepare(recipe.ServerContext(method.process, method.setup, data, store))
+  return embeddings
 
 
 @pytest.mark.parametrize('params, shape, match', [
@@ -217,5 +226,6 @@ def test_missing_or_miscounted_embeddings_are_clear_errors(tmp_cache):
 ])
 def test_an_encoder_that_does_not_fit_the_data_is_a_config_error(params, shape, match):
   data = types.SimpleNamespace(input_shape=shape, client_ids=['0'], y={'0': np.zeros(100)})
+  recipe_of = lsc.lsc(lsc_params.LSCParams(**params), None)
   with pytest.raises(config_lib.ConfigError, match=match):
-    lsc.LSC.dataset_fields(lsc_params.LSCParams(**params), data)
+    recipe_of.data.field_specs(data)

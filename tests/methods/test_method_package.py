@@ -10,7 +10,7 @@ import pytest
 
 from tff_noisy import config as config_lib
 from tff_noisy import methods
-from tff_noisy.reporting import report
+from tff_noisy.report import command as report
 from tff_noisy.simulation import driver
 
 _PACKAGE = {
@@ -52,7 +52,7 @@ _PACKAGE = {
 
 
         SPECS = {'test_gce': MethodSpec('GCE from outside', GCEParams,
-                                        'test_gce_package.algorithm:GCE',
+                                        'test_gce_package.algorithm:gce',
                                         report_sections=(AgreementSection(),))}
         ''',
     'algorithm.py': '''
@@ -61,7 +61,7 @@ _PACKAGE = {
 
         from tff_noisy import diagnostics
         from tff_noisy.federated.client_parts import ClientPart, ON_DEVICE
-        from tff_noisy.methods import base
+        from tff_noisy.methods.recipe import Recipe, ServerStep, stored_labels
 
 
         class LabelAgreement(diagnostics.Diagnostic):
@@ -87,15 +87,16 @@ _PACKAGE = {
             return (1.0 - p_y ** self.q) / self.q
 
 
-        class GCE(base.Method):
+        class ReportAgreement(ServerStep):
 
-          @classmethod
-          def client_parts(cls, params, setup):
-            return [GCELoss(params.q)]
-
-          def prepare(self, data, store):
+          def prepare(self, server):
+            data = server.data
             return {'label_agreement': LabelAgreement(
-                {cid: self.labels(cid, data, store) for cid in data.client_ids})}
+                {cid: stored_labels(cid, data, server.store) for cid in data.client_ids})}
+
+
+        def gce(params, setup):
+          return Recipe(parts=(GCELoss(params.q),), server=(ReportAgreement(),))
         ''',
 }
 

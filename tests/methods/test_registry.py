@@ -1,23 +1,27 @@
 """The method registry: typed parameters, clear errors, one entry per method."""
 import dataclasses
+import types
 
 import pytest
+
+import helpers
 
 from tff_noisy import methods
 from tff_noisy.embeddings.params import EncoderParams
 from tff_noisy.errors import ConfigError
-from tff_noisy.methods import base
 from tff_noisy.methods import fedds
 from tff_noisy.methods import fedln
+from tff_noisy.methods import recipe
 from tff_noisy.methods.common import ProximalParams
 
 
 @pytest.mark.parametrize('name', sorted(methods.METHODS))
-def test_every_registered_method_resolves_to_its_algorithm(name):
-  method_cls = methods.METHODS[name].resolve()
-  assert issubclass(method_cls, base.Method)
+def test_every_registered_method_resolves_to_its_recipe(name):
   params = methods.resolve_params(name, {}, rounds=100)
   assert isinstance(params, methods.METHODS[name].params)
+  setup = types.SimpleNamespace(num_classes=10, client_lr=0.1, seed=0, rounds=100,
+                                model_fn=lambda: helpers.linear_model(4, 10))
+  assert isinstance(methods.METHODS[name].resolve()(params, setup), recipe.Recipe)
 
 
 def test_shared_groups_are_one_class():

@@ -29,7 +29,7 @@ _NUMPY = {'label_smoothing': ('label_smoothing_cross_entropy', ('smoothing',)),
 @pytest.mark.parametrize('name', sorted(_NUMPY))
 def test_the_client_parts_are_the_loss_and_run_stacked_and_on_devices(name):
   params = methods.resolve_params(name, {}, rounds=10)
-  program = ClientProgram(methods.METHODS[name].resolve().client_parts(params, None))
+  program = ClientProgram(methods.METHODS[name].resolve()(params, None).parts)
   rng = np.random.default_rng(1)
   logits = rng.normal(size=(7, 10)).astype(np.float32)
   labels = rng.integers(0, 10, 7)

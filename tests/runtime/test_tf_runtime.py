@@ -17,12 +17,14 @@ from tff_noisy.config import ConfigError
 from tff_noisy.data import federated as federated_data
 from tff_noisy.federated import client_data
 from tff_noisy.federated import client_work
+from tff_noisy.methods import recipe
 from tff_noisy.methods.maskedoptim import parts as masked_optim
 from tff_noisy.ops import faults as faults_lib
 from tff_noisy.federated.client_parts import ClientPart, ClientProgram, CrossEntropy
 from tff_noisy.runtime import tf_clients
 from tff_noisy.simulation import assembly
 from tff_noisy.simulation import driver
+from tff_noisy.simulation import rounds
 from tff_noisy.simulation.client_state import ClientStateStore
 from tff_noisy.tff_runtime import import_tff
 
@@ -71,13 +73,15 @@ def one_round(cache, runtime, method, aggregator='mean', stacks=(True,)):
   built = assembly.build_method(config, data)
   process = built.process
   store = ClientStateStore()
-  built.prepare(data, store)
+  server = recipe.ServerContext(process, built.setup, data, store)
+  for step in built.recipe.server:
+    step.prepare(server)
   tf.keras.utils.set_random_seed(0)
   state = assembly.initial_state(process, built.setup.model_fn())
   hparams = dict(process.get_hparams(state), **METHODS[method][1])
   state = process.set_hparams(state, hparams)
   ids = data.client_ids[:3]
-  clients, _ = driver.client_datasets(built, data, store, ids, [11, 12, 13],
+  clients, _ = driver.client_datasets(built.recipe.data, data, store, ids, [11, 12, 13],
                                       config.fl.batch_size)
   states = [store.objective_state(cid, process.program, data.y[cid]) for cid in clients]
   if method in ('maskedoptim', 'fednoro'):  # Both flag a client by its state's 'noisy'.
@@ -90,7 +94,8 @@ def one_round(cache, runtime, method, aggregator='mean', stacks=(True,)):
           setup.model_fn, setup.client_optimizer, process.program,
           local_epochs=setup.local_epochs, weight_decay=setup.weight_decay,
           batch_size=setup.batch_size, stack=False)
-    new_state, metrics, new_states, _ = built.run_round(state, clients, states)
+    trained = rounds.train(built.recipe, process, 1, state, clients, states, None, server)
+    new_state, metrics, new_states = trained.state, trained.metrics, trained.client_states
     if runtime == 'tf':  # Stacked exactly where the client parts allow it.
       described = process.clients.describe()
       assert (described['path'] == 'stacked') == (stack and method in STACKED), described
@@ -223,7 +228,7 @@ def test_the_config_and_the_clients_reach_the_runtime(tmp_path, monkeypatch):
     return real_build(name, **options)
 
   monkeypatch.setattr(assembly.runtime, 'build', build)
-  setup = assembly.build_setup(config, data, validation.validate_experiment(config))
+  setup = assembly.build_method(config, data, validation.validate_experiment(config)).setup
   assert setup.probes_in_process and built['name'] == 'tf'
   assert setup.clients(_fedavg()).describe()['why_not_stacked'] == (
       'fl.stack_clients: false')

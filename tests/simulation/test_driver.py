@@ -1,6 +1,7 @@
 """The driver end to end on digits: results, determinism, resume, BN evaluation, errors."""
 import json
 import os
+import types
 
 import numpy as np
 import pytest
@@ -217,11 +218,11 @@ def test_mixed_noise_flip_kinds_are_recorded_beside_the_true_rates(tmp_path, tmp
 def test_client_datasets_hold_only_the_examples_a_method_keeps():
   x = {'a': np.arange(10, dtype=np.float32).reshape(5, 2), 'b': np.ones((3, 2), np.float32)}
   data = type('Data', (), {'x': x, 'y': {'a': np.arange(5), 'b': np.zeros(3, int)}})()
-  method = confident_learning.ConfidentLearning(None, None, None)
+  plan = confident_learning.confident_learning(None, types.SimpleNamespace(seed=0)).data
   store = ClientStateStore()
   store.set_derived('a', cl_ops.LABEL_ISSUES, np.array([True, False, False, True, False]))
   store.set_derived('b', cl_ops.LABEL_ISSUES, np.ones(3, bool))  # Every label flagged.
-  clients, weights = driver.client_datasets(method, data, store, ['a', 'b'], [1, 2], 2)
+  clients, weights = driver.client_datasets(plan, data, store, ['a', 'b'], [1, 2], 2)
   assert list(clients) == ['a'] and weights == {'a': 3.0}  # 'b' kept nothing: skipped.
   np.testing.assert_array_equal(clients['a'].features['y'], [1, 2, 4])
   np.testing.assert_array_equal(clients['a'].features['x'], x['a'][[1, 2, 4]])

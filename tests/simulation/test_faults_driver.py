@@ -94,7 +94,7 @@ def test_dropout_round_is_the_mean_over_the_reporters(tmp_path, tmp_cache):
       method.process.get_model_weights(state), weights))
   ids = list(data.client_ids)
   seeds = dict(zip(ids, np.random.default_rng([plain.seed, 1, 1]).integers(2**31, size=4)))
-  datasets, _ = driver.client_datasets(method, data, client_state.ClientStateStore(), reporters,
+  datasets, _ = driver.client_datasets(method.recipe.data, data, client_state.ClientStateStore(), reporters,
                                        [seeds[c] for c in reporters], plain.fl.batch_size)
   output = method.process.next(state, list(datasets.values()), [()] * 2)
   model = method.setup.model_fn()

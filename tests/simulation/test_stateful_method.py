@@ -14,7 +14,7 @@ import tensorflow as tf
 import helpers
 from tff_noisy import config as config_lib
 from tff_noisy import methods
-from tff_noisy.methods import base
+from tff_noisy.methods.recipe import Recipe, ServerStep
 from tff_noisy.params import Params
 from tff_noisy.federated.client_parts import ClientPart
 from tff_noisy.ops import losses
@@ -36,23 +36,23 @@ class _PhasedCounting(ClientPart):
     ctx.state['rounds'] = ctx.state['rounds'] + 1
 
 
-class _ToyMethod(base.Method):
+class _SwitchPhase(ServerStep):
 
-  @classmethod
-  def client_parts(cls, params, setup):
-    return [_PhasedCounting()]
-
-  def after_round(self, round_num, state, metrics):
-    phase = int(self.process.get_hparams(state)['phase'])
-    if phase == 0 and metrics['train_accuracy'] > 0.5:
-      return self.process.set_hparams(state, {'phase': 1}), {'phase_switched': round_num}
+  def after(self, round_num, state, server):
+    phase = int(server.process.get_hparams(state)['phase'])
+    if phase == 0 and server.metrics['train_accuracy'] > 0.5:
+      return server.process.set_hparams(state, {'phase': 1}), {'phase_switched': round_num}
     return state, {}
+
+
+def _toy_method(params, setup):
+  return Recipe(parts=(_PhasedCounting(),), server=(_SwitchPhase(),))
 
 
 @pytest.fixture
 def toy(monkeypatch):
   monkeypatch.setattr(methods, 'METHODS', methods.METHODS.copy())  # Undone after the test.
-  methods.register({'toy': methods.MethodSpec('a toy stateful method', Params, _ToyMethod)})
+  methods.register({'toy': methods.MethodSpec('a toy stateful method', Params, _toy_method)})
 
 
 def _config(rounds):

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from tff_noisy import config as config_lib
-from tff_noisy.reporting import report
+from tff_noisy.report import command as report
 from tff_noisy.simulation import results as results_lib
 from tff_noisy.simulation import studies
 

@@ -140,7 +140,7 @@ def test_parity_of_the_robust_baseline_losses(digits, name):
   """The baselines' losses train on the device as in TFF's client work."""
   from tff_noisy import methods  # pylint: disable=g-import-not-at-top
   params = methods.resolve_params(name, {}, rounds=10)
-  objective = ClientProgram(methods.METHODS[name].resolve().client_parts(params, None))
+  objective = ClientProgram(methods.METHODS[name].resolve()(params, None).parts)
   errors = _parity(lambda: _mlp('tanh'), _clients(digits),
                    tff.learning.optimizers.build_sgdm(0.1), objective).errors
   assert max(errors) < 1e-5, errors

@@ -266,6 +266,31 @@ def build_process(model_fn: Callable[[], tf.keras.Model], element_spec, client_o
   weights_type = client_work_lib.weights_type_of(model_fn)
   aggregator = model_aggregator.create(weights_type, tff.TensorType(np.float32))
   finalizer = finalizer_lib.build_model_finalizer(weights_type, server_optimizer)
+  initialize = _build_initialize(model_fn, program, aggregator, finalizer)
+  # The computations below are built when first used: a client runtime in this process
+  # trains without TFF's client work, and aggregates in process where the aggregator can,
+  # so a run there never pays for tracing them.
+  build_train = functools.cache(functools.partial(
+      _build_train, model_fn, element_spec, client_optimizer, program, weights_type,
+      local_epochs=local_epochs, weight_decay=weight_decay, faults=faults))
+  build_aggregate = functools.cache(functools.partial(_build_aggregate, aggregator,
+                                                      finalizer, weights_type))
+  build_next = functools.cache(lambda: _build_next(initialize, *build_train(),
+                                                   build_aggregate(), faults))
+  if client_runtime is None:  # TFF's client work trains every round: built now.
+    build_next()
+  client_work_lib.restore_eager_model_classes(model_fn)
+  clients = client_runtime(program) if client_runtime else None
+  in_process = getattr(model_aggregator, 'in_process', None)
+  return FederatedProcess(initialize, lambda: build_train()[0], build_aggregate, build_next,
+                          program, faults, clients,
+                          finalizer_lib.build_apply_update(server_optimizer),
+                          in_process() if in_process else None, controller)
+
+
+def _build_initialize(model_fn, program: ClientProgram, aggregator, finalizer):
+  """``initialize() -> ServerState@SERVER``: the model's initial weights, the parts'
+  initial hparams, the aggregator's and finalizer's initial states."""
 
   @tff.tensorflow.computation
   def initial_model_weights():
@@ -285,94 +310,90 @@ def build_process(model_fn: Callable[[], tf.keras.Model], element_spec, client_o
         aggregator=aggregator.initialize(),
         finalizer=finalizer.initialize()))
 
-  # The computations below are built when first used: a client runtime in this process
-  # trains without TFF's client work, and aggregates in process where the aggregator can,
-  # so a run there never pays for tracing them.
-  @functools.cache
-  def build_train():
-    client_update = client_work_lib.build_client_update(
-        model_fn, element_spec, client_optimizer, program, local_epochs=local_epochs,
-        weight_decay=weight_decay, faults=faults)
-    data_type, state_type, hparams_type, *fault_type = (
-        client_update.type_signature.parameter[1:])
-    at_clients = [tff.FederatedType(t, tff.CLIENTS) for t in (data_type, state_type,
-                                                               *fault_type)]
-    finalize_metrics = client_work_lib.build_finalize_client_metrics(
-        client_update.type_signature.result[1])
+  return initialize
 
-    def train_clients(weights, hparams, client_data, client_states, client_faults):
-      results, metrics, new_states = tff.federated_map(client_update, (
-          tff.federated_broadcast(weights), client_data, client_states,
-          tff.federated_broadcast(hparams), *client_faults))
-      return (results, tff.federated_map(finalize_metrics, tff.federated_sum(metrics)),
-              new_states)
 
-    at_server = (tff.FederatedType(weights_type, tff.SERVER),
-                 tff.FederatedType(hparams_type, tff.SERVER))
-    if faults:
-      @tff.federated_computation(*at_server, *at_clients)
-      def train(weights, hparams, client_data, client_states, client_faults):
-        return train_clients(weights, hparams, client_data, client_states, (client_faults,))
-    else:
-      @tff.federated_computation(*at_server, *at_clients)
-      def train(weights, hparams, client_data, client_states):
-        return train_clients(weights, hparams, client_data, client_states, ())
-    client_work_lib.restore_eager_model_classes(model_fn)  # Also when built later.
-    return train, at_clients
+def _build_train(model_fn, element_spec, client_optimizer, program: ClientProgram,
+                 weights_type, *, local_epochs: int, weight_decay: float, faults: bool):
+  """``(train, its CLIENTS-placed argument types)``: TFF's client work on every client
+  (``train(weights, hparams, data, states[, faults])``)."""
+  client_update = client_work_lib.build_client_update(
+      model_fn, element_spec, client_optimizer, program, local_epochs=local_epochs,
+      weight_decay=weight_decay, faults=faults)
+  data_type, state_type, hparams_type, *fault_type = (
+      client_update.type_signature.parameter[1:])
+  at_clients = [tff.FederatedType(t, tff.CLIENTS) for t in (data_type, state_type,
+                                                             *fault_type)]
+  finalize_metrics = client_work_lib.build_finalize_client_metrics(
+      client_update.type_signature.result[1])
 
-  @functools.cache
-  def build_aggregate():
-    @tff.federated_computation(
-        aggregator.initialize.type_signature.result,
-        finalizer.initialize.type_signature.result,
-        tff.FederatedType(weights_type, tff.SERVER),
-        tff.FederatedType(weights_type, tff.CLIENTS),
-        tff.FederatedType(np.float32, tff.CLIENTS))
-    def aggregate(aggregator_state, finalizer_state, weights, updates, update_weights):
-      aggregated = aggregator.next(aggregator_state, updates, update_weights)
-      finalized = finalizer.next(finalizer_state, weights, aggregated.result)
-      return (aggregated.state, finalized.state, finalized.result,
-              tff.federated_zip(collections.OrderedDict(
-                  aggregator=aggregated.measurements, finalizer=finalized.measurements)))
-    return aggregate
+  def train_clients(weights, hparams, client_data, client_states, client_faults):
+    results, metrics, new_states = tff.federated_map(client_update, (
+        tff.federated_broadcast(weights), client_data, client_states,
+        tff.federated_broadcast(hparams), *client_faults))
+    return (results, tff.federated_map(finalize_metrics, tff.federated_sum(metrics)),
+            new_states)
 
-  @functools.cache
-  def build_next():
-    train, at_clients = build_train()
-    aggregate = build_aggregate()
+  at_server = (tff.FederatedType(weights_type, tff.SERVER),
+               tff.FederatedType(hparams_type, tff.SERVER))
+  if faults:
+    @tff.federated_computation(*at_server, *at_clients)
+    def train(weights, hparams, client_data, client_states, client_faults):
+      return train_clients(weights, hparams, client_data, client_states, (client_faults,))
+  else:
+    @tff.federated_computation(*at_server, *at_clients)
+    def train(weights, hparams, client_data, client_states):
+      return train_clients(weights, hparams, client_data, client_states, ())
+  client_work_lib.restore_eager_model_classes(model_fn)  # Also when built later.
+  return train, at_clients
 
-    def round_of(state, client_data, client_states, client_faults):
-      results, train_metrics, new_states = train(
-          state.global_model_weights, state.client_work, client_data, client_states,
-          *client_faults)
-      aggregator_state, finalizer_state, new_weights, measurements = aggregate(
-          state.aggregator, state.finalizer, state.global_model_weights, results.update,
-          results.update_weight)
-      new_state = tff.federated_zip(tff.learning.templates.LearningAlgorithmState(
-          global_model_weights=new_weights, distributor=state.distributor,
-          client_work=state.client_work, aggregator=aggregator_state,
-          finalizer=finalizer_state))
-      metrics = tff.federated_zip(collections.OrderedDict(
-          client_work=collections.OrderedDict(train=train_metrics),
-          aggregator=measurements.aggregator, finalizer=measurements.finalizer))
-      return new_state, metrics, new_states
 
-    if faults:
-      @tff.federated_computation(initialize.type_signature.result, *at_clients)
-      def next_fn(state, client_data, client_states, client_faults):
-        return round_of(state, client_data, client_states, (client_faults,))
-    else:
-      @tff.federated_computation(initialize.type_signature.result, *at_clients)
-      def next_fn(state, client_data, client_states):
-        return round_of(state, client_data, client_states, ())
-    return next_fn
+def _build_aggregate(aggregator, finalizer, weights_type):
+  """``aggregate(aggregator state, finalizer state, weights, updates@CLIENTS, update
+  weights@CLIENTS)``: the configured aggregator, then the finalizer."""
 
-  if client_runtime is None:  # TFF's client work trains every round: built now.
-    build_next()
-  client_work_lib.restore_eager_model_classes(model_fn)
-  clients = client_runtime(program) if client_runtime else None
-  in_process = getattr(model_aggregator, 'in_process', None)
-  return FederatedProcess(initialize, lambda: build_train()[0], build_aggregate, build_next,
-                          program, faults, clients,
-                          finalizer_lib.build_apply_update(server_optimizer),
-                          in_process() if in_process else None, controller)
+  @tff.federated_computation(
+      aggregator.initialize.type_signature.result,
+      finalizer.initialize.type_signature.result,
+      tff.FederatedType(weights_type, tff.SERVER),
+      tff.FederatedType(weights_type, tff.CLIENTS),
+      tff.FederatedType(np.float32, tff.CLIENTS))
+  def aggregate(aggregator_state, finalizer_state, weights, updates, update_weights):
+    aggregated = aggregator.next(aggregator_state, updates, update_weights)
+    finalized = finalizer.next(finalizer_state, weights, aggregated.result)
+    return (aggregated.state, finalized.state, finalized.result,
+            tff.federated_zip(collections.OrderedDict(
+                aggregator=aggregated.measurements, finalizer=finalized.measurements)))
+
+  return aggregate
+
+
+def _build_next(initialize, train, at_clients, aggregate, faults: bool):
+  """``next(state, data, states[, faults])``: ``train`` then ``aggregate`` in one
+  computation."""
+
+  def round_of(state, client_data, client_states, client_faults):
+    results, train_metrics, new_states = train(
+        state.global_model_weights, state.client_work, client_data, client_states,
+        *client_faults)
+    aggregator_state, finalizer_state, new_weights, measurements = aggregate(
+        state.aggregator, state.finalizer, state.global_model_weights, results.update,
+        results.update_weight)
+    new_state = tff.federated_zip(tff.learning.templates.LearningAlgorithmState(
+        global_model_weights=new_weights, distributor=state.distributor,
+        client_work=state.client_work, aggregator=aggregator_state,
+        finalizer=finalizer_state))
+    metrics = tff.federated_zip(collections.OrderedDict(
+        client_work=collections.OrderedDict(train=train_metrics),
+        aggregator=measurements.aggregator, finalizer=measurements.finalizer))
+    return new_state, metrics, new_states
+
+  if faults:
+    @tff.federated_computation(initialize.type_signature.result, *at_clients)
+    def next_fn(state, client_data, client_states, client_faults):
+      return round_of(state, client_data, client_states, (client_faults,))
+  else:
+    @tff.federated_computation(initialize.type_signature.result, *at_clients)
+    def next_fn(state, client_data, client_states):
+      return round_of(state, client_data, client_states, ())
+  return next_fn

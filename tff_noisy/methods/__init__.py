@@ -2,10 +2,12 @@
 
 A method is one folder, ``methods/<name>/``: its ``__init__`` (TensorFlow-free) holds its
 parameter classes and ``SPECS``, its registry entries (``common.MethodSpec``); beside it
-its ``algorithm`` (the ``base.Method``, its entry's target: client objective and server
-hooks), its ``objective`` when it has its own, its ``diagnostics`` (records that score
-themselves against the simulation truth, ``tff_noisy.diagnostics``) and its ``report``
-(their sections of ``tff-noisy report``). Adding a method is a folder and one line below.
+its ``algorithm`` (its entry's target: ``build(params, setup)``, which returns its
+``recipe.Recipe``), its ``parts`` when it has client parts of its own, its
+``diagnostics`` (records that score themselves against the simulation truth,
+``tff_noisy.diagnostics``) and its ``report`` (their sections of ``tff-noisy report``).
+Adding a method is a folder and one line below; ``combined`` holds the methods made of
+two others. No method folder imports another.
 
 Importing this package imports no TensorFlow, so a config is validated before anything
 heavy; ``METHODS[name].resolve()`` imports the algorithm a name points to. A method of
@@ -19,6 +21,7 @@ import dataclasses
 from tff_noisy import extensions
 from tff_noisy import registry
 from tff_noisy.errors import ConfigError
+from tff_noisy.methods import combined
 from tff_noisy.methods import confident_learning
 from tff_noisy.methods import coteaching
 from tff_noisy.methods import fedavg
@@ -45,7 +48,9 @@ METHODS = registry.Registry('method.name', 'method', {
     **fedln.SPECS,
     **fedds.SPECS,
     **scaffold.SPECS,
+    'fedds_scaffold': combined.FEDDS_SCAFFOLD,
     **moon.SPECS,
+    'fedds_moon': combined.FEDDS_MOON,
     **coteaching.SPECS,
     **lsc.SPECS,
     **fedefc.SPECS,

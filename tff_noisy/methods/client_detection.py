@@ -5,8 +5,8 @@ With the global model after warm-up, a probe runs on *every* client with data (n
 a round's sample) and returns its per-class mean cross-entropy in inference mode (NaN for
 a class it lacks); the server fills, scales and votes over two-component GMM fits
 (``ops.detection``). Fewer than 2 clients, or a vote with one side empty, flag nobody
-(the record's ``status`` says why). ``DetectingMethod`` is the part of a method that
-runs the detection once and fixes each client's flag in its objective state.
+(the record's ``status`` says why). ``NoisyClientDetection`` is the server step that runs
+the detection once and fixes each client's flag in its client-part state.
 """
 
 import collections
@@ -15,7 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from tff_noisy.federated import probe
-from tff_noisy.methods import base
+from tff_noisy.methods.recipe import ServerStep, stored_labels
 from tff_noisy.ops import detection
 from tff_noisy.ops import detection_tf
 
@@ -33,7 +33,7 @@ def class_loss_statistic(num_classes: int):
 def ordered_dataset(x, y, batch_size, element_spec, extras=None) -> tf.data.Dataset:
   """A client's whole set in order, batched like training (``batch_size`` None: one
   batch), for a probe; ``element_spec`` is the training data's, which it must match
-  (``extras``: the method's own per-example fields, ``Method.client_extras``)."""
+  (``extras``: the method's own per-example fields, its ``DataPlan.extras``)."""
   dataset = tf.data.Dataset.from_tensor_slices(collections.OrderedDict(
       x=np.asarray(x, np.float32), y=np.asarray(y, np.int64),
       index=np.arange(len(y), dtype=np.int64), **(extras or {}))).batch(
@@ -73,37 +73,40 @@ class ClassLossDetection:
                          for cid, row in zip(probed, class_losses)}}
 
 
-class DetectingMethod(base.Method):
-  """A method that flags its noisy clients once, before round ``detection_round``
-  (T_w + 1, ``params.warmup_rounds``; ``params.gmm_fits`` GMM fits), with the global
-  model after warm-up, and keeps each flag in the client's objective state under
-  ``NOISY_KEY`` (checkpointed with the store, so a resumed run does not detect again)."""
+class NoisyClientDetection(ServerStep):
+  """Flags the noisy clients once, before round ``detection_round`` (T_w + 1,
+  ``params.warmup_rounds``; ``params.gmm_fits`` GMM fits), with the global model after
+  warm-up, and keeps each flag in the client's part state under ``flag`` (checkpointed
+  with the store, so a resumed run does not detect again). A method's own step calls
+  ``detect`` in its ``before``."""
 
-  NOISY_KEY = ''  # The objective state's flag entry; set by each subclass.
-
-  def __init__(self, process, params, setup):
-    super().__init__(process, params, setup)
-    self.detection = ClassLossDetection(setup, params.gmm_fits)
-    self._clients = {}  # client id -> (inputs, observed labels), set by prepare.
+  def __init__(self, params, flag: str):
+    self.params = params
+    self.flag = flag
+    self.detection = None
+    self.clients = {}  # client id -> (inputs, observed labels), set by prepare.
 
   @property
   def detection_round(self) -> int:
     """The first round after detection: T_w + 1."""
     return self.params.warmup_rounds + 1
 
-  def prepare(self, data, store) -> dict:
-    self._clients = {cid: (data.x[cid], self.labels(cid, data, store))
-                     for cid in data.client_ids}
+  def prepare(self, server) -> dict:
+    if self.detection is None:
+      self.detection = ClassLossDetection(server.setup, self.params.gmm_fits)
+    data = server.data
+    self.clients = {cid: (data.x[cid], stored_labels(cid, data, server.store))
+                    for cid in data.client_ids}
     return {}
 
-  def detect_noisy_clients(self, state, store) -> tuple:
+  def detect(self, state, server) -> tuple:
     """``({client id: flagged}, the detection record)``: the vote on every client with
-    data; each client's objective state restarts from ``initial_state`` with its flag."""
-    flags, record = self.detection.detect(self.process.get_model_weights(state),
-                                          self._clients)
-    program = self.process.program
-    for cid, (_, y) in self._clients.items():
+    data; each client's part state restarts from ``initial_state`` with its flag."""
+    flags, record = self.detection.detect(server.process.get_model_weights(state),
+                                          self.clients)
+    program = server.process.program
+    for cid, (_, y) in self.clients.items():
       client = program.initial_state(y)
-      client[self.NOISY_KEY] = np.int32(flags.get(cid, False))
-      store.set_objective_state(cid, client)
+      client[self.flag] = np.int32(flags.get(cid, False))
+      server.store.set_objective_state(cid, client)
     return flags, {'after_round': self.params.warmup_rounds, **record}

@@ -11,9 +11,9 @@ from tff_noisy.params import described, Params, require
 @dataclasses.dataclass(frozen=True)
 class MethodSpec(registry.Entry):
   """A method's registry entry (``methods.METHODS``), what its folder's ``SPECS`` holds:
-  its summary, its ``Params`` subclass and its ``methods.base.Method`` as the target
-  ('module:Class', imported when it is built, or the class itself for a method
-  registered from outside this package)."""
+  its summary, its ``Params`` subclass and as the target its ``build(params, setup)``,
+  which returns its ``methods.recipe.Recipe`` ('module:function', imported when it is
+  built, or the function itself for a method registered from outside this package)."""
   needs_public_split: bool = False
   # Why its clients cannot train on devices (fl.client_runtime: tflite); '' if they can.
   off_device: str = ''

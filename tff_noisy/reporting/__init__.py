@@ -1,14 +1,10 @@
-"""Everything ``tff-noisy report`` writes, in one package; never TensorFlow.
-
-- this module: the building blocks, a run as the report sees it (:class:`Run`), the
+"""The building blocks of what ``tff-noisy report`` (``tff_noisy.report``) writes, which
+the methods' report sections import; never TensorFlow: a run as the report sees it (:class:`Run`), the
   Markdown writer, number formats, figures (matplotlib's Agg, imported only to draw; each
   a PNG at print resolution with a PDF beside it, each series with its own colour from a
   colour-blind-safe palette, marker and line style) and
   :class:`Section`, the part of the report a method's diagnostics render (each method
-  folder's ``report.py`` holds its sections, listed in its registry entry);
-- ``report``: the report of a run, compare or grid directory (``write_report``);
-- ``paper_table``: a reproduced table beside the paper's numbers (``tff-noisy
-  reproduce``'s grids).
+  folder's ``report.py`` holds its sections, listed in its registry entry).
 """
 
 import dataclasses

@@ -195,32 +195,8 @@ def build_stacked_training(model: tf.keras.Model, optimizer, program: ClientProg
       value = tf.convert_to_tensor(value)
       return tf.broadcast_to(value, tf.concat([[num_clients], tf.shape(value)], 0))
 
-    def client_step(args):
-      trainable, opt_state, batch, real, context = args
-      ctx = ClientContext(hparams, values=context, initial_trainable=initial_trainable)
-      count = tf.reduce_sum(tf.cast(real, tf.float32))
-
-      def forward(x):
-        with substituted(model, client_work.model_weights_of_values(trainable,
-                                                                    non_trainable)):
-          return None, model(x, training=True)
-
-      def mean(per_example):
-        per_example = tf.where(real, per_example, tf.zeros_like(per_example))
-        return tf.reduce_sum(per_example) / tf.maximum(count, 1.0)
-
-      regularization = None
-      if regularizers:  # The model's own losses, on this client's weights.
-        regularization = lambda: tf.add_n([r(trainable[i]) for i, r in regularizers])  # pylint: disable=unnecessary-lambda-assignment
-      new_opt_state, new_trainable, _, per_example, logits = client_step_lib.train_step(
-          forward, trainable, program, optimizer, opt_state, batch, ctx, weight_decay,
-          mean=mean, regularization=regularization)
-      stepped = count > 0
-      keep = lambda new, old: tf.where(stepped, new, old)  # pylint: disable=unnecessary-lambda-assignment
-      trainable = tuple(keep(n, o) for n, o in zip(new_trainable, trainable))
-      opt_state = tf.nest.map_structure(keep, new_opt_state, opt_state)
-      return trainable, opt_state, _masked_sums(batch, real, per_example, logits, count)
-
+    client_step = _client_step(model, program, optimizer, weight_decay, regularizers,
+                               hparams, initial_trainable, non_trainable)
     trainable = tuple(per_client(w) for w in initial_trainable)
     opt_state = tf.nest.map_structure(per_client, optimizer.initialize(trainable_specs))
     sums = tf.zeros([num_clients, 4])
@@ -249,6 +225,41 @@ def build_stacked_training(model: tf.keras.Model, optimizer, program: ClientProg
     return train(*args)
 
   return train_group
+
+
+def _client_step(model, program: ClientProgram, optimizer, weight_decay: float,
+                 regularizers, hparams, initial_trainable, non_trainable):
+  """One client's step, vectorised over the stacked clients: ``(trainable, opt_state,
+  batch, real, context) -> (trainable, opt_state, sums)``; a client with no real example
+  in its batch keeps its weights and optimiser state."""
+
+  def client_step(args):
+    trainable, opt_state, batch, real, context = args
+    ctx = ClientContext(hparams, values=context, initial_trainable=initial_trainable)
+    count = tf.reduce_sum(tf.cast(real, tf.float32))
+
+    def forward(x):
+      with substituted(model, client_work.model_weights_of_values(trainable,
+                                                                  non_trainable)):
+        return None, model(x, training=True)
+
+    def mean(per_example):
+      per_example = tf.where(real, per_example, tf.zeros_like(per_example))
+      return tf.reduce_sum(per_example) / tf.maximum(count, 1.0)
+
+    regularization = None
+    if regularizers:  # The model's own losses, on this client's weights.
+      regularization = lambda: tf.add_n([r(trainable[i]) for i, r in regularizers])  # pylint: disable=unnecessary-lambda-assignment
+    new_opt_state, new_trainable, _, per_example, logits = client_step_lib.train_step(
+        forward, trainable, program, optimizer, opt_state, batch, ctx, weight_decay,
+        mean=mean, regularization=regularization)
+    stepped = count > 0
+    keep = lambda new, old: tf.where(stepped, new, old)  # pylint: disable=unnecessary-lambda-assignment
+    trainable = tuple(keep(n, o) for n, o in zip(new_trainable, trainable))
+    opt_state = tf.nest.map_structure(keep, new_opt_state, opt_state)
+    return trainable, opt_state, _masked_sums(batch, real, per_example, logits, count)
+
+  return client_step
 
 
 class _Unshareable(Exception):

@@ -1,10 +1,11 @@
 """What a run is assembled from, given its config: the model builder, the optimisers, the
-``Setup`` every method shares and the method itself (with its federated process).
+``Setup`` every method shares and the method itself (its recipe and federated process).
 
 The driver, the TFLite export, ``evaluate`` and the benchmarks build through these, so a
 method trains the same way wherever it is built.
 """
 
+import dataclasses
 import os
 from typing import Callable, NamedTuple, Optional
 import zipfile
@@ -23,8 +24,9 @@ from tff_noisy.errors import UserError
 from tff_noisy.federated import aggregators
 from tff_noisy.federated import client_data as client_data_lib
 from tff_noisy.federated import client_work
+from tff_noisy.federated import process as process_lib
 from tff_noisy.federated.client_parts import ClientProgram
-from tff_noisy.methods import base as method_base
+from tff_noisy.methods import recipe as recipe_lib
 from tff_noisy.simulation import results as results_lib
 from tff_noisy.tff_runtime import import_tff
 
@@ -86,62 +88,91 @@ def median_client_steps(data, local_epochs: int, batch_size: int) -> Optional[in
   return local_epochs * client_data_lib.steps_per_pass(np.median(sizes), batch_size)
 
 
-def build_setup(config: ExperimentConfig, data, choices: validation.Choices,
-                spec=None, model_fn: Optional[Callable] = None) -> method_base.Setup:
-  """What the config fixes for every method; ``spec``: the clients' element spec (None
-  where no dataset is built, as for one client's on-device round); ``model_fn``: the
-  user's own model builder (``model.name: custom``), checked already. ``auto`` runtime:
-  ``tf`` here (``Simulation`` resolves it first, to ``tff`` on workers)."""
+def base_setup(config: ExperimentConfig, data, choices: validation.Choices,
+               model_fn: Callable) -> recipe_lib.Setup:
+  """What the config fixes for every method, as a method's ``build`` receives it:
+  ``model_fn`` the configured model's builder, no element spec and no client runtime yet
+  (``build_method`` adds the clients' model, their element spec and where they train)."""
   client_optimizer, server_optimizer = optimizers(config)
+  fl = config.fl
+  return recipe_lib.Setup(
+      model_fn=model_fn, element_spec=None, client_optimizer=client_optimizer,
+      server_optimizer=server_optimizer,
+      aggregator=aggregators.build_factory(fl.aggregator, choices.aggregator_params),
+      local_epochs=fl.local_epochs, weight_decay=fl.weight_decay, seed=config.seed,
+      rounds=fl.rounds, num_classes=data.num_classes, batch_size=fl.batch_size,
+      client_lr=fl.client_lr, faults=config.faults.active())
+
+
+def client_runtime(config: ExperimentConfig, data, setup: recipe_lib.Setup):
+  """Where the clients train: ``program -> client runtime`` (``tff_noisy.runtime.build``),
+  or None for TFF's own client work. ``fl.client_runtime: auto`` (a config no
+  ``Simulation`` resolved, as in a benchmark) is this process's ``tf``."""
   fl = config_lib.resolve_client_runtime(config).fl
-  model_fn = model_fn or make_model_fn(config, data.input_shape, data.num_classes)
-  clients = runtime.build(
-      fl.client_runtime, model_fn=model_fn, client_optimizer=client_optimizer,
+  return runtime.build(
+      fl.client_runtime, model_fn=setup.model_fn, client_optimizer=setup.client_optimizer,
       local_epochs=fl.local_epochs, weight_decay=fl.weight_decay, batch_size=fl.batch_size,
       faults=config.faults.active(), clients_per_call=fl.clients_per_call,
       stack_clients=fl.stack_clients,
       median_client_steps=median_client_steps(data, fl.local_epochs, fl.batch_size))
-  return method_base.Setup(
-      model_fn=model_fn, element_spec=spec, client_optimizer=client_optimizer,
-      server_optimizer=server_optimizer,
-      aggregator=aggregators.build_factory(config.fl.aggregator, choices.aggregator_params),
-      local_epochs=config.fl.local_epochs, weight_decay=config.fl.weight_decay,
-      seed=config.seed, rounds=config.fl.rounds, num_classes=data.num_classes,
-      batch_size=config.fl.batch_size, client_lr=config.fl.client_lr,
-      faults=config.faults.active(), clients=clients,
-      probes_in_process=clients is not None)
+
+
+class BuiltMethod(NamedTuple):
+  """A config's method as the driver runs it."""
+  recipe: recipe_lib.Recipe
+  setup: recipe_lib.Setup  # With the clients' model, element spec and runtime.
+  process: process_lib.FederatedProcess
+
+
+def method_recipe(config: ExperimentConfig, setup: recipe_lib.Setup,
+                  choices: validation.Choices) -> recipe_lib.Recipe:
+  """The config's method's recipe, from its registry entry's ``build``."""
+  name = config.method.name
+  recipe = methods.METHODS[name].resolve()(choices.method_params, setup)
+  if not isinstance(recipe, recipe_lib.Recipe):
+    raise TypeError(f"method '{name}': its build returned {type(recipe).__name__}, not a "
+                    'tff_noisy.methods.contract.Recipe')
+  return recipe
 
 
 def build_method(config: ExperimentConfig, data,
                  choices: Optional[validation.Choices] = None,
-                 model_fn: Optional[Callable] = None) -> method_base.Method:
-  """The config's method, built on what the config fixes for every method (``Setup``);
-  ``model_fn``: the user's own model builder, checked already (``make_model_fn``). The
-  clients train the method's ``client_model`` of it (Co-teaching's two networks)."""
+                 model_fn: Optional[Callable] = None) -> BuiltMethod:
+  """The config's method: its recipe, built on what the config fixes for every method
+  (``base_setup``), and its federated process. ``model_fn``: the user's own model
+  builder, checked already (``make_model_fn``). The clients train the recipe's
+  ``client_model`` of the configured model (Co-teaching's two networks)."""
   choices = choices or validation.validate_experiment(config, model_fn=model_fn)
-  method_cls = methods.METHODS[config.method.name].resolve()
-  fields = method_cls.dataset_fields(choices.method_params, data)
-  client_model_fn = method_cls.client_model(
-      choices.method_params,
-      model_fn or make_model_fn(config, data.input_shape, data.num_classes))
-  setup = build_setup(config, data, choices,
-                      element_spec(data, fields, config.fl.batch_size), client_model_fn)
-  if model_fn is not None and ClientProgram(
-      method_cls.client_parts(choices.method_params, setup)).uses_features:
+  configured = model_fn or make_model_fn(config, data.input_shape, data.num_classes)
+  setup = base_setup(config, data, choices, configured)
+  recipe = method_recipe(config, setup, choices)
+  program = ClientProgram(list(recipe.parts))
+  if model_fn is not None and program.uses_features:
     try:
       models.features_and_logits(model_fn())
     except ValueError as e:
       raise ConfigError(f"model_fn: method '{config.method.name}' reads the features the "
                         f"model's logits layer takes: {e}") from None
-  return method_cls.build(choices.method_params, setup)
+  setup = dataclasses.replace(
+      setup, model_fn=(recipe.client_model or (lambda fn: fn))(configured),
+      element_spec=element_spec(data, recipe.data.field_specs(data), config.fl.batch_size))
+  clients = client_runtime(config, data, setup)
+  setup = dataclasses.replace(setup, clients=clients, probes_in_process=clients is not None)
+  process = process_lib.build_process(
+      setup.model_fn, setup.element_spec, setup.client_optimizer, setup.server_optimizer,
+      program=program, model_aggregator=setup.aggregator, local_epochs=setup.local_epochs,
+      weight_decay=setup.weight_decay, faults=setup.faults, client_runtime=clients,
+      controller=dict(recipe.controller))
+  return BuiltMethod(recipe, setup, process)
 
 
 def client_program(config: ExperimentConfig, data):
-  """``(setup, ClientProgram)`` of the config's clients, without a process (TFLite export)."""
+  """``(setup, ClientProgram)`` of the config's clients, without a process or a client
+  runtime (TFLite export)."""
   choices = validation.validate_experiment(config)
-  setup = build_setup(config, data, choices)
-  return setup, ClientProgram(methods.METHODS[config.method.name].resolve().client_parts(
-      choices.method_params, setup))
+  setup = base_setup(config, data, choices,
+                     make_model_fn(config, data.input_shape, data.num_classes))
+  return setup, ClientProgram(list(method_recipe(config, setup, choices).parts))
 
 
 class FinishedRun(NamedTuple):

@@ -18,7 +18,7 @@ import dataclasses
 import os
 import sys
 import time
-from typing import Callable, Optional, Sequence
+from typing import Callable, NamedTuple, Optional, Sequence
 
 import numpy as np
 from sklearn import metrics as sk_metrics
@@ -39,11 +39,13 @@ from tff_noisy.errors import UserError, warn
 from tff_noisy.params import did_you_mean
 from tff_noisy.federated import client_data as client_data_lib
 from tff_noisy.federated.client_work import AGGREGATION_WEIGHT_KEY
+from tff_noisy.methods import recipe as recipe_lib
 from tff_noisy.ops import faults as faults_lib
 from tff_noisy.simulation import checkpoint
 from tff_noisy.simulation import assembly
 from tff_noisy.simulation import progress as progress_lib
 from tff_noisy.simulation import results as results_lib
+from tff_noisy.simulation import rounds
 from tff_noisy.simulation.client_state import ClientStateStore
 from tff_noisy.tff_runtime import import_tff
 
@@ -74,18 +76,19 @@ def client_dataset(x: np.ndarray, y: np.ndarray, batch_size: int, shuffle_seed: 
   return client_data_lib.make_client_data(x, y, batch_size, shuffle_seed, extra).dataset()
 
 
-def client_datasets(method, data, store, client_ids, shuffle_seeds, batch_size: int):
+def client_datasets(plan, data, store, client_ids, shuffle_seeds, batch_size: int):
   """``({id: ClientData}, {id: update weight})`` of the non-empty clients among
-  ``client_ids``: the examples the method keeps, with its labels and per-example extras
-  (``ClientData.dataset()`` is the client's ``tf.data`` dataset)."""
+  ``client_ids``: the examples the recipe's data plan (``recipe.DataPlan``) keeps, with its
+  labels and per-example extras (``ClientData.dataset()`` is the client's ``tf.data``
+  dataset)."""
   clients, weights = {}, {}
   for cid, shuffle_seed in zip(client_ids, shuffle_seeds):
-    x, y = data.x[cid], method.labels(cid, data, store)
-    kept = method.kept_examples(cid, store)
+    x, y = data.x[cid], plan.labels(cid, data, store)
+    kept = plan.kept and plan.kept(cid, store)
     if kept is not None:
       x, y = x[kept], y[kept]
     if len(y):
-      extras = method.client_extras(cid, len(y), store)
+      extras = plan.extras(cid, len(y), store) if plan.extras else {}
       example_weights = extras.get(AGGREGATION_WEIGHT_KEY)
       weights[cid] = float(len(y) if example_weights is None else np.sum(example_weights))
       clients[cid] = client_data_lib.make_client_data(x, y, batch_size, int(shuffle_seed),
@@ -152,6 +155,13 @@ def run_experiment(config: ExperimentConfig, out_dir: Optional[str], *,
                            out_dir, resume, progress)
 
 
+class RunState(NamedTuple):
+  """What a run carries from round to round (``Simulation.step``)."""
+  server: object  # The federated process's server state.
+  store: ClientStateStore  # The clients' state between rounds.
+  history: tuple  # One record per round, from round 1.
+
+
 class Simulation:
   """One run assembled from its config once, then stepped a round at a time.
 
@@ -174,7 +184,8 @@ class Simulation:
                data: Optional[federated_data.FederatedData] = None,
                model_fn: Optional[Callable] = None):
     runtime = runtime or {}
-    # The runtime chosen here is the one results.json and the checkpoints record.
+    # The runtime chosen here is the one results.json, the checkpoints and the client
+    # runtime (``assembly.build_method``) use.
     config = config_lib.resolve_client_runtime(config, bool(runtime.get('workers')))
     self.config = config
     self.choices = choices or validation.validate_experiment(config, data, model_fn)
@@ -193,13 +204,13 @@ class Simulation:
       raise ConfigError(f'fl.clients_per_round: {self.clients_per_round} > '
                         f'{len(self.client_ids)} clients')
     self.method = assembly.build_method(config, self.data, self.choices, model_fn)
-    self.process = self.method.process
+    self.recipe, self.process = self.method.recipe, self.method.process
     self.runtime = dict(runtime, **assembly.describe_runtime(self.process,
                                                              bool(runtime.get('workers'))))
     tf.keras.utils.set_random_seed(config.seed)
     self.eval_model = self.method.setup.model_fn()
-    self.state = assembly.initial_state(self.process, self.eval_model)
-    self.store = ClientStateStore()
+    start = self.initial()
+    self.state, self.store = start.server, start.store
     self.history = []  # One record per round, from round 1 (a resumed run's included).
     self.first_round = 1  # The first round this object runs.
     self.earlier_parts = []  # Where the rounds before ``first_round`` ran (resumed runs).
@@ -208,7 +219,7 @@ class Simulation:
         dataclasses.asdict(self.choices.method_params))
     self.byzantine = faults_lib.byzantine_clients(self.client_ids, config.faults.byzantine,
                                                   config.seed)
-    self.extra = None  # ``prepare``'s diagnostics (results.json ``extra``).
+    self.extra = None  # The server steps' ``prepare`` diagnostics (results.json ``extra``).
     self._diverging = False  # Said once (``_note_divergence``).
     self._warned_no_reporters = False
 
@@ -235,104 +246,141 @@ class Simulation:
     self.first_round = done + 1
     return True
 
-  def prepare(self) -> dict:
-    """The method's one-off work before its next round (deterministic: a resumed run
-    redoes it identically) and the truth scores of what it decided; ``extra``."""
-    self.extra = diagnostics_lib.score(self.method.prepare(self.data, self.store), self.truth)
+  def _server(self, store, **round_values) -> recipe_lib.ServerContext:
+    return recipe_lib.ServerContext(self.process, self.method.setup, self.data, store,
+                                    **round_values)
+
+  def initial(self) -> RunState:
+    """The state before round 1: the initial server state, no client state, no rounds."""
+    return RunState(assembly.initial_state(self.process, self.eval_model),
+                    ClientStateStore(), ())
+
+  def prepare(self, store: Optional[ClientStateStore] = None) -> dict:
+    """The server steps' one-off work before the next round, on ``store`` (default this
+    simulation's; deterministic: a resumed run redoes it identically) and the truth scores
+    of what they decided; ``extra``."""
+    extra = {}
+    for step in self.recipe.server:
+      extra.update(step.prepare(self._server(self.store if store is None else store)))
+    self.extra = diagnostics_lib.score(extra, self.truth)
     return self.extra
 
   def run_round(self, client_ids: Optional[Sequence[str]] = None) -> dict:
-    """Runs round ``next_round`` and returns its record (also appended to ``history``):
-    the sample, the method's hooks around ``run_round``, the truth scores of its
-    diagnostics and, when due, the global model's evaluation.
+    """Runs round ``next_round`` (``step`` on this simulation's state, which it then
+    holds) and returns its record, also appended to ``history``."""
+    state, record = self.step(RunState(self.state, self.store, tuple(self.history)),
+                              client_ids)
+    self.state, self.store, self.history = state.server, state.store, list(state.history)
+    return record
 
-    ``client_ids``: the clients that train this round, instead of the config's sample
-    (every client still trains in a round the method needs them all in).
+  def step(self, state: 'RunState', client_ids: Optional[Sequence[str]] = None) -> tuple:
+    """Round ``len(state.history) + 1`` from ``state``: ``(state after it, its record)``.
+
+    The record: the sample, the recipe's server steps around its clients' training, the
+    truth scores of their diagnostics and, when due, the global model's evaluation.
+    ``state.store`` is updated in place (pass a copy to keep it). ``client_ids``: the
+    clients that train this round, instead of the config's sample (every client still
+    trains in a round the recipe needs them all in).
     """
     if self.extra is None:
       raise RuntimeError('call prepare before the first round')
-    config, method, store, data = self.config, self.method, self.store, self.data
-    fl, faults, ids = config.fl, config.faults, self.client_ids
-    round_num = self.next_round
-    everyone = method.all_clients_in_round(round_num)
-    if everyone:
-      sampled = ids
-    elif client_ids is not None:
-      sampled = self._known_clients(client_ids)
-    else:  # The config's uniform sample among the clients the method lets train.
-      eligible = method.eligible_clients(round_num, ids, store)
-      sampled = sample_clients(eligible, min(self.clients_per_round, len(eligible)),
-                               config.seed, round_num)
-    seeds = np.random.default_rng([config.seed, round_num, 1]).integers(2**31, size=len(sampled))
-    dropped = [] if everyone else faults_lib.dropped_clients(sampled, faults.dropout,
-                                                             config.seed, round_num)
-    if dropped:
-      seeds = [s for cid, s in zip(sampled, seeds) if cid not in dropped]
-      sampled = [cid for cid in sampled if cid not in dropped]
+    round_num = len(state.history) + 1
+    server, store = state.server, state.store
+    sampled, seeds, dropped = self._sample(round_num, store, client_ids)
+    weights = {}  # The update weight each client's work will use.
 
     def build_clients():
       """The round's non-empty clients' data; records each one's update weight."""
-      built, built_weights = client_datasets(method, data, store, sampled, seeds,
-                                             fl.batch_size)
+      built, built_weights = client_datasets(self.recipe.data, self.data, store, sampled,
+                                             seeds, self.config.fl.batch_size)
       weights.update(built_weights)
       return built
 
     def build_datasets():
       return {cid: client.dataset() for cid, client in build_clients().items()}
 
-    weights = {}  # The update weight each client's work will use.
     record = {'round': round_num}
     started = time.time()
-    self.state, diagnostics = method.before_round(round_num, self.state, build_datasets,
-                                                  store)
-    record.update(diagnostics_lib.score(diagnostics, self.truth))
+    for step in self.recipe.server:
+      server, diagnostics = step.before(round_num, server,
+                                        self._server(store, datasets=build_datasets))
+      record.update(diagnostics_lib.score(diagnostics, self.truth))
     datasets = build_clients()
     record.update(clients=list(datasets), skipped_empty_clients=len(sampled) - len(datasets),
                   client_weights=[weights[cid] for cid in datasets])
-    fault_args = {}
-    if faults.active():
+    if self.config.faults.active():
       record.update(dropped_clients=dropped,
                     byzantine_clients=[cid for cid in datasets if cid in self.byzantine])
-      fault_args['faults'] = [self._client_fault(cid, round_num) for cid in datasets]
     if datasets:
-      client_states = [store.objective_state(cid, self.process.program, data.y[cid])
-                       for cid in datasets]
-      self.state, metrics, client_states, diagnostics = method.run_round(
-          self.state, datasets, client_states, **fault_args)
-      for cid, client_state in zip(datasets, client_states):
-        store.set_objective_state(cid, client_state)
-      record.update(metrics)
-      record.update(diagnostics_lib.score(diagnostics, self.truth))
-      self.state, diagnostics = method.after_training(round_num, self.state, store)
-      record.update(diagnostics_lib.score(diagnostics, self.truth))
-      record.update(diagnostics_lib.score(method.diagnose(round_num, self.state, store),
-                                          self.truth))
-      self.state, diagnostics = method.after_round(round_num, self.state, metrics)
-      record.update(diagnostics)
-      self._check_model_finite(round_num)
-      self._note_divergence(record)
-      if metrics['train_loss'] is None:
-        warn(f'round {round_num}: every client update was non-finite and rejected; the '
-             'model did not change (train_loss and train_accuracy are null)')
+      server = self._train(round_num, server, store, datasets, record)
     else:
-      record['no_reporters'] = True
-      if not self._warned_no_reporters:
-        self._warned_no_reporters = True
-        warn(f'round {round_num}: no client reported ({len(dropped)} dropped out, '
-             f'{len(sampled) - len(datasets)} had no data), so the model did not change; '
-             'later rounds like this are only recorded (no_reporters: true in results.json)')
+      self._no_reporters(round_num, record, len(dropped), len(sampled) - len(datasets))
     record['seconds'] = time.time() - started
     record['wall_time'] = time.time()
+    fl, data = self.config.fl, self.data
     if (round_num % fl.eval_every == 0 or round_num == fl.rounds) and len(data.y_test):
-      self.process.get_model_weights(self.state).assign_weights_to(self.eval_model)
+      self.process.get_model_weights(server).assign_weights_to(self.eval_model)
       record.update(evaluate(self.eval_model, data.x_test, data.y_test))
-    self.history.append(record)
-    return record
+    return RunState(server, store, state.history + (record,)), record
 
-  def _check_model_finite(self, round_num: int) -> None:
+  def _sample(self, round_num: int, store, client_ids) -> tuple:
+    """``(sampled clients, their shuffle seeds, dropped clients)`` of round ``round_num``."""
+    config, schedule, ids = self.config, self.recipe.schedule, self.client_ids
+    everyone = schedule.everyone(round_num)
+    if everyone:
+      sampled = ids
+    elif client_ids is not None:
+      sampled = self._known_clients(client_ids)
+    else:  # The config's uniform sample among the clients the recipe lets train.
+      eligible = schedule.eligible(round_num, ids, store) if schedule.eligible else ids
+      sampled = sample_clients(eligible, min(self.clients_per_round, len(eligible)),
+                               config.seed, round_num)
+    seeds = np.random.default_rng([config.seed, round_num, 1]).integers(2**31, size=len(sampled))
+    dropped = [] if everyone else faults_lib.dropped_clients(sampled, config.faults.dropout,
+                                                             config.seed, round_num)
+    if dropped:
+      seeds = [s for cid, s in zip(sampled, seeds) if cid not in dropped]
+      sampled = [cid for cid in sampled if cid not in dropped]
+    return sampled, seeds, dropped
+
+  def _train(self, round_num: int, server, store, datasets: dict, record: dict):
+    """Trains the round's clients, stores their states, runs the server steps after the
+    round and checks the model; adds to ``record``; the new server state."""
+    faults = None
+    if self.config.faults.active():
+      faults = [self._client_fault(cid, round_num) for cid in datasets]
+    client_states = [store.objective_state(cid, self.process.program, self.data.y[cid])
+                     for cid in datasets]
+    trained = rounds.train(self.recipe, self.process, round_num, server, datasets,
+                           client_states, faults, self._server(store))
+    for cid, client_state in zip(datasets, trained.client_states):
+      store.set_objective_state(cid, client_state)
+    record.update(trained.metrics)
+    record.update(diagnostics_lib.score(trained.diagnostics, self.truth))
+    server = trained.state
+    after = self._server(store, metrics=trained.metrics, outputs=trained.outputs)
+    for step in self.recipe.server:
+      server, diagnostics = step.after(round_num, server, after)
+      record.update(diagnostics_lib.score(diagnostics, self.truth))
+    self._check_model_finite(round_num, server)
+    self._note_divergence(record)
+    if trained.metrics['train_loss'] is None:
+      warn(f'round {round_num}: every client update was non-finite and rejected; the '
+           'model did not change (train_loss and train_accuracy are null)')
+    return server
+
+  def _no_reporters(self, round_num: int, record: dict, dropped: int, empty: int) -> None:
+    record['no_reporters'] = True
+    if not self._warned_no_reporters:
+      self._warned_no_reporters = True
+      warn(f'round {round_num}: no client reported ({dropped} dropped out, {empty} had no '
+           'data), so the model did not change; later rounds like this are only recorded '
+           '(no_reporters: true in results.json)')
+
+  def _check_model_finite(self, round_num: int, server) -> None:
     """Stops the run when the global model became non-finite (nothing of the round is
     recorded or checkpointed): the aggregate was finite, so the server step made it so."""
-    weights = tf.nest.flatten(self.process.get_model_weights(self.state))
+    weights = tf.nest.flatten(self.process.get_model_weights(server))
     if all(np.isfinite(np.asarray(w)).all() for w in weights):
       return
     fl = self.config.fl
@@ -395,10 +443,15 @@ class Simulation:
     checkpoint.save(checkpoint_dir, len(self.history), self.state, self.store,
                     self.history, self.identity, self.runtime_parts())
 
+  def model_weights(self, server) -> list:
+    """The global model's weights in server state ``server``, in Keras order (also into
+    the evaluation model)."""
+    self.process.get_model_weights(server).assign_weights_to(self.eval_model)
+    return self.eval_model.get_weights()
+
   def final_weights(self) -> list:
     """The global model's weights, in Keras order (``final_weights.npz``)."""
-    self.process.get_model_weights(self.state).assign_weights_to(self.eval_model)
-    return self.eval_model.get_weights()
+    return self.model_weights(self.state)
 
   def results(self) -> results_lib.Results:
     """What results.json keeps of the run so far."""

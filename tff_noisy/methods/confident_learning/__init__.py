@@ -23,6 +23,6 @@ SPECS = {
         "Confident Learning (baseline; Northcutt et al. 2021): each client drops the label "
         'issues cleanlab finds with k-fold probabilities of its own data',
         ConfidentLearningParams,
-        'tff_noisy.methods.confident_learning.algorithm:ConfidentLearning',
+        'tff_noisy.methods.confident_learning.algorithm:confident_learning',
         report_sections=report.SECTIONS, display='Confident learning'),
 }

@@ -12,22 +12,27 @@ many examples were dropped and scores the flags against the truth (``LabelIssues
 
 import numpy as np
 
-from tff_noisy.methods import base
 from tff_noisy.methods.confident_learning.diagnostics import LabelIssues
-from tff_noisy.ops import confident_learning
+from tff_noisy.methods.recipe import DataPlan, Recipe, ServerStep, stored_labels
+from tff_noisy.ops import confident_learning as cl
 
 
-class ConfidentLearning(base.Method):
-  """FedAvg on each client's data without the label issues it finds before round 1."""
+class FindLabelIssues(ServerStep):
+  """Each client's label issues, found on its own data before round 1."""
 
-  def prepare(self, data, store) -> dict:
+  def __init__(self, params, seed: int):
+    self.params = params
+    self.seed = seed
+
+  def prepare(self, server) -> dict:
+    data, store = server.data, server.store
     dropped = emptied = 0
     flags = {}
     for index, cid in enumerate(data.client_ids):
-      issues = confident_learning.client_label_issues(
-          data.x[cid], self.labels(cid, data, store), data.num_classes,
-          folds=self.params.folds, seed=self.setup.seed * 100003 + index)
-      store.set_derived(cid, confident_learning.LABEL_ISSUES, issues)
+      issues = cl.client_label_issues(
+          data.x[cid], stored_labels(cid, data, store), data.num_classes,
+          folds=self.params.folds, seed=self.seed * 100003 + index)
+      store.set_derived(cid, cl.LABEL_ISSUES, issues)
       flags[cid] = issues
       dropped += int(issues.sum())
       emptied += int(len(issues) > 0 and issues.all())
@@ -35,6 +40,14 @@ class ConfidentLearning(base.Method):
                                    'clients_left_empty': emptied},
             'label_issues': LabelIssues(flags)}
 
-  def kept_examples(self, client_id, store):
-    issues = store.get(client_id, confident_learning.LABEL_ISSUES)
-    return None if issues is None else np.flatnonzero(~issues)
+
+def kept_examples(client_id, store):
+  """The client's examples without its label issues."""
+  issues = store.get(client_id, cl.LABEL_ISSUES)
+  return None if issues is None else np.flatnonzero(~issues)
+
+
+def confident_learning(params, setup) -> Recipe:
+  """FedAvg on each client's data without the label issues it finds before round 1."""
+  return Recipe(data=DataPlan(kept=kept_examples),
+                server=(FindLabelIssues(params, setup.seed),))

@@ -28,7 +28,7 @@ SPECS = {
     'coteaching': MethodSpec('Co-teaching (baseline; Han et al. 2018): two federated '
                              'networks with small-loss cross-selection',
                              CoTeachingParams,
-                             'tff_noisy.methods.coteaching.algorithm:CoTeaching',
+                             'tff_noisy.methods.coteaching.algorithm:coteaching',
                              off_device='it trains two networks with a cross-selection '
                              'coupling the examples of a batch (Co-teaching)',
                              display='Co-teaching'),

@@ -6,26 +6,25 @@ sets the forget rate τ(T) of its schedule (``ops.coteaching.forget_rate``, T th
 in the hparams the clients receive.
 """
 
-from tff_noisy.methods import base
 from tff_noisy.methods.coteaching.networks import two_networks
 from tff_noisy.methods.coteaching.parts import CrossUpdateLoss, FORGET_RATE
-from tff_noisy.ops import coteaching
+from tff_noisy.methods.recipe import Recipe, ServerStep
+from tff_noisy.ops import coteaching as coteaching_ops
 
 
-class CoTeaching(base.Method):
+class ForgetRate(ServerStep):
+  """Sets τ(T) before round T."""
 
-  @classmethod
-  def client_model(cls, params, model_fn):
-    del params
-    return two_networks(model_fn)
+  def __init__(self, params):
+    self.params = params
 
-  @classmethod
-  def client_parts(cls, params, setup):
-    del params
-    return [CrossUpdateLoss(setup.num_classes)]
+  def before(self, round_num, state, server):
+    params = self.params
+    rate = coteaching_ops.forget_rate(round_num, params.forget_rate, params.gradual_rounds,
+                                      params.exponent)
+    return server.process.set_hparams(state, {FORGET_RATE: rate}), {FORGET_RATE: rate}
 
-  def before_round(self, round_num, state, datasets_fn, store):
-    del datasets_fn, store
-    rate = coteaching.forget_rate(round_num, self.params.forget_rate,
-                                  self.params.gradual_rounds, self.params.exponent)
-    return self.process.set_hparams(state, {FORGET_RATE: rate}), {FORGET_RATE: rate}
+
+def coteaching(params, setup) -> Recipe:
+  return Recipe(parts=(CrossUpdateLoss(setup.num_classes),), client_model=two_networks,
+                server=(ForgetRate(params),))

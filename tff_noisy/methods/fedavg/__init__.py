@@ -6,8 +6,8 @@ from tff_noisy.params import Params
 
 _ALGORITHM = 'tff_noisy.methods.fedavg.algorithm:'
 SPECS = {
-    'fedavg': MethodSpec('FedAvg (baseline)', Params, _ALGORITHM + 'FedAvg',
+    'fedavg': MethodSpec('FedAvg (baseline)', Params, _ALGORITHM + 'fedavg',
                          display='FedAvg'),
     'fedprox': MethodSpec('FedProx (baseline): local proximal term', ProximalParams,
-                          _ALGORITHM + 'FedProx', display='FedProx'),
+                          _ALGORITHM + 'fedprox', display='FedProx'),
 }

@@ -2,16 +2,15 @@
 (mu/2)||w - w_global||^2 (Li et al. 2020, Eq. 2)."""
 
 from tff_noisy.federated.client_parts import CrossEntropy, Proximal
-from tff_noisy.methods import base
+from tff_noisy.methods.recipe import Recipe
 
 
-class FedAvg(base.Method):
-  """The default ``Method``: nothing to add."""
+def fedavg(params, setup) -> Recipe:
+  """The default recipe: nothing to add."""
+  del params, setup
+  return Recipe()
 
 
-class FedProx(base.Method):
-
-  @classmethod
-  def client_parts(cls, params, setup):
-    del setup
-    return [CrossEntropy(), Proximal(params.mu)]
+def fedprox(params, setup) -> Recipe:
+  del setup
+  return Recipe(parts=(CrossEntropy(), Proximal(params.mu)))

@@ -6,7 +6,7 @@ import dataclasses
 from typing import Optional
 
 from tff_noisy.methods.common import MethodSpec
-from tff_noisy.methods.maskedoptim import report
+from tff_noisy.methods import noisy_clients
 from tff_noisy.params import described, Params, require
 
 
@@ -77,8 +77,8 @@ SPECS = {
     'fedcorr': MethodSpec(
         'FedCorr: LID-based noisy-client detection, noise-level estimation and relabelling '
         'with an adaptive proximal term, fine-tuning on clean clients, usual training',
-        FedCorrParams, 'tff_noisy.methods.fedcorr.algorithm:FedCorr',
+        FedCorrParams, 'tff_noisy.methods.fedcorr.algorithm:fedcorr',
         off_device="its clients return their local model's outputs and train an adaptive "
         'proximal term the server sets per client',
-        report_sections=report.SECTIONS, display='FedCorr'),
+        report_sections=noisy_clients.SECTIONS, display='FedCorr'),
 }

@@ -2,7 +2,7 @@
 code Xu-Jingyi/FedCorr, ``main.py``).
 
 - Pre-processing, rounds 1..T_1: each round is one of the paper's iterations. Every
-  client takes part (``all_clients_in_round``); ``run_round`` deals them, in an order
+  client takes part (the schedule's ``everyone``); its ``groups`` deal them, in an order
   drawn from (seed, round), into groups of max(⌊K·frac1⌋, 1) and runs one federated round
   per group, one after the other, each group starting from the model the previous one
   aggregated (the code's ``int(1/frac1)`` sub-rounds of ``int(K·frac1)`` clients), so
@@ -10,7 +10,7 @@ code Xu-Jingyi/FedCorr, ``main.py``).
   adaptive proximal term β μ̂_k ‖w − w_g‖ (μ̂_k: its latest noise-level estimate, 0 in the
   first iteration) and returns its trained local model's probabilities on its examples
   (``parts.py``).
-- After each iteration (``after_training``, once the clients' outputs are stored): the
+- After each iteration (the server step's ``after``, once the clients' outputs are stored): the
   server adds each client's LID score
   to its cumulative one; a GMM on the cumulative scores flags the noisy clients; each
   noisy client's noise level μ̂ comes from a GMM on its per-sample losses (clean: 0);
@@ -19,7 +19,7 @@ code Xu-Jingyi/FedCorr, ``main.py``).
   (``ops.fedcorr``). The labels, flags, μ̂ and cumulative scores are kept in the store
   (checkpointed).
 - Fine-tuning, rounds T_1 + 1..T_1 + T_2: FedAvg without proximal term on the clients
-  with μ̂ <= ``clean_threshold`` only (``eligible_clients``: the config's sample among
+  with μ̂ <= ``clean_threshold`` only (the schedule's ``eligible``: the config's sample among
   them, at most all of them). After round T_1 + T_2 (when T_2 > 0), every sample of the
   last iteration's noisy clients on which the fine-tuned global model is confident takes
   its argmax.
@@ -47,15 +47,11 @@ relabelling as ``relabelling`` in round T_1 + T_2.
 import numpy as np
 import tensorflow as tf
 
-from tff_noisy.federated import probe
-from tff_noisy.methods import base
-from tff_noisy.methods import client_detection
-from tff_noisy.federated.client_parts import CrossEntropy, Mixup
-from tff_noisy.federated.client_parts import mixup as mixup_part
+from tff_noisy.methods import contract
+from tff_noisy.methods.contract import DataPlan, NoisyClients, Recipe, Schedule, ServerStep
 from tff_noisy.methods.fedcorr import parts as fedcorr_parts
 from tff_noisy.methods.fedcorr.diagnostics import Relabelling
-from tff_noisy.methods.maskedoptim.diagnostics import NoisyClients
-from tff_noisy.ops import fedcorr
+from tff_noisy.ops import fedcorr as fedcorr_ops
 
 CUMULATIVE_LID = 'fedcorr_cumulative_lid'
 NOISY = 'fedcorr_noisy'
@@ -64,77 +60,80 @@ LABELS = 'labels'
 
 def probabilities_statistic(model, dataset):
   """Probe statistic: the model's inference-mode probabilities on every example [n, C]."""
-  return tf.nn.softmax(probe.logits_of(model, dataset))
+  return tf.nn.softmax(contract.probe_logits(model, dataset))
 
 
-class FedCorr(base.Method):
-  """Pre-processing iterations, fine-tuning on the clean clients, usual training."""
+class FedCorrStages(ServerStep):
+  """The three stages' server side: the hparams before each round, the pre-processing
+  iterations' and fine-tuning's relabelling after them, and the schedule's choices."""
 
-  @classmethod
-  def client_parts(cls, params, setup):
-    loss = Mixup(float(params.mixup_alpha)) if params.mixup else CrossEntropy()
-    return [fedcorr_parts.AdaptiveProximal(setup.num_classes), loss]
-
-  @classmethod
-  def dataset_fields(cls, params, data) -> dict:
-    del data
-    return {mixup_part.MIX_KEY: (np.int32, ())} if params.mixup else {}
-
-  def __init__(self, process, params, setup):
-    super().__init__(process, params, setup)
+  def __init__(self, params, setup):
+    self.params = params
+    self.seed = setup.seed
     self.t1, self.t2, self.t3 = params.stage_lengths(setup.rounds)
-    self.global_probs = probe.build_probe(setup.model_fn, setup.element_spec,
-                                          probabilities_statistic,
-                                          in_process=setup.probes_in_process)
+    self.global_probs = None
+    self.server = None  # The run's ServerContext, set by prepare.
     self._x = {}  # client id -> inputs, set by prepare.
     self._keys = {}  # client id -> its place among the clients (mixup's key).
     self._observed = {}  # client id -> observed labels.
-    self._round = 0  # The round before_round prepared.
 
-  def prepare(self, data, store) -> dict:
-    del store
-    self._x = dict(data.x)
-    self._keys = {cid: key for key, cid in enumerate(data.client_ids)}
-    self._observed = dict(data.y)
+  def prepare(self, server) -> dict:
+    setup = server.setup
+    if self.global_probs is None:
+      self.global_probs = contract.build_probe(setup.model_fn, setup.element_spec,
+                                               probabilities_statistic,
+                                               in_process=setup.probes_in_process)
+    self.server = server
+    self._x = dict(server.data.x)
+    self._keys = {cid: key for key, cid in enumerate(server.data.client_ids)}
+    self._observed = dict(server.data.y)
     return {'fedcorr_stages': {'t1': self.t1, 't2': self.t2, 't3': self.t3}}
 
-  def client_extras(self, client_id, num_examples, store) -> dict:
+  def extras(self, client_id, num_examples, store) -> dict:
     del store
     if not self.params.mixup:
       return {}
-    return {mixup_part.MIX_KEY: np.full(num_examples, self._keys[client_id],
-                                               np.int32)}
+    return {contract.MIX_KEY: np.full(num_examples, self._keys[client_id], np.int32)}
 
   def stage(self, round_num: int) -> int:
     """1 (pre-processing), 2 (fine-tuning) or 3 (usual training)."""
     return 1 if round_num <= self.t1 else 2 if round_num <= self.t1 + self.t2 else 3
 
-  def all_clients_in_round(self, round_num) -> bool:
+  def everyone(self, round_num) -> bool:
     return self.stage(round_num) == 1
 
-  def eligible_clients(self, round_num, client_ids, store):
+  def eligible(self, round_num, client_ids, store):
     if self.stage(round_num) != 2:
       return client_ids
-    program = self.process.program
+    program = self.server.process.program
     return [cid for cid in client_ids if float(store.objective_state(
         cid, program, self._observed[cid])[fedcorr_parts.NOISE_LEVEL])
             <= self.params.clean_threshold]
 
-  def before_round(self, round_num, state, datasets_fn, store):
-    self._round = round_num
+  def before(self, round_num, state, server):
     first = self.stage(round_num) == 1
     hparams = {fedcorr_parts.PREPROCESSING: np.int32(first),
                fedcorr_parts.BETA: np.float32(self.params.beta if first else 0.0)}
     if self.params.mixup:
-      hparams[mixup_part.MIX_SEED] = np.int32(np.random.SeedSequence(
-          [self.setup.seed, round_num]).generate_state(1)[0] >> 1)
-    state = self.process.set_hparams(state, hparams)
+      hparams[contract.MIX_SEED] = np.int32(np.random.SeedSequence(
+          [self.seed, round_num]).generate_state(1)[0] >> 1)
+    state = server.process.set_hparams(state, hparams)
     if self.stage(round_num) != 2:
       return state, {}
-    return state, {'fedcorr_clean_clients': self.eligible_clients(round_num, list(self._x),
-                                                                  store)}
+    return state, {'fedcorr_clean_clients': self.eligible(round_num, list(self._x),
+                                                          server.store)}
 
-  def after_training(self, round_num, state, store):
+  def groups(self, round_num, state, num_clients):
+    """Pre-processing: the iteration's clients dealt, in an order drawn from (seed,
+    round), into groups of max(⌊K·frac1⌋, 1) (module doc); later stages: one round."""
+    if not self.server.process.get_hparams(state)[fedcorr_parts.PREPROCESSING]:
+      return None
+    group = max(int(num_clients * self.params.frac1), 1)
+    order = np.random.default_rng([self.seed, round_num, 3]).permutation(num_clients)
+    return [order[start:start + group] for start in range(0, len(order), group)]
+
+  def after(self, round_num, state, server):
+    store = server.store
     if self.stage(round_num) == 1:
       return state, self._after_iteration(round_num, state, store)
     if round_num == self.t1 + self.t2 and self.t2 > 0:
@@ -148,36 +147,37 @@ class FedCorr(base.Method):
     """The global model's probabilities on each of ``clients``' examples."""
     if not clients:
       return {}
-    outputs = self.global_probs(self.process.get_model_weights(state), [
-        client_detection.ordered_dataset(
-            self._x[cid], labels[cid], self.setup.batch_size, self.setup.element_spec,
-            self.client_extras(cid, len(labels[cid]), None)) for cid in clients])
+    setup = self.server.setup
+    outputs = self.global_probs(self.server.process.get_model_weights(state), [
+        contract.ordered_dataset(
+            self._x[cid], labels[cid], setup.batch_size, setup.element_spec,
+            self.extras(cid, len(labels[cid]), None)) for cid in clients])
     return {cid: np.asarray(p, np.float64) for cid, p in zip(clients, outputs)}
 
   def _after_iteration(self, iteration, state, store) -> dict:
     """The server's step after pre-processing iteration ``iteration`` (module doc)."""
-    params, program, seed = self.params, self.process.program, self.setup.seed
+    params, program, seed = self.params, self.server.process.program, self.seed
     labels = self._labels(store)
     clients = [cid for cid in self._x if len(labels[cid])]
     outputs = {cid: store.objective_state(cid, program, self._observed[cid])
                for cid in clients}
     cumulative = {}
     for cid in clients:
-      score = fedcorr.client_lid(outputs[cid][fedcorr_parts.PROBS], params.lid_k)
+      score = fedcorr_ops.client_lid(outputs[cid][fedcorr_parts.PROBS], params.lid_k)
       cumulative[cid] = store.get(cid, CUMULATIVE_LID, 0.0) + score
       store.set(cid, CUMULATIVE_LID, cumulative[cid])
-    flags = dict(zip(clients, (bool(f) for f in fedcorr.noisy_clients(
+    flags = dict(zip(clients, (bool(f) for f in fedcorr_ops.noisy_clients(
         [cumulative[cid] for cid in clients], seed))))
     noisy = [cid for cid in clients if flags[cid]]
     global_probs = self._global_probs(state, labels, noisy)
     levels, relabelled, changed = {}, {}, {}
     for cid in clients:
-      losses = fedcorr.sample_losses(outputs[cid][fedcorr_parts.PROBS], labels[cid])
-      levels[cid] = fedcorr.noise_level(losses, seed) if flags[cid] else 0.0
+      losses = fedcorr_ops.sample_losses(outputs[cid][fedcorr_parts.PROBS], labels[cid])
+      levels[cid] = fedcorr_ops.noise_level(losses, seed) if flags[cid] else 0.0
       if flags[cid]:
-        result = fedcorr.relabel(labels[cid], global_probs[cid], params.confidence,
-                                 fedcorr.relabel_candidates(losses, levels[cid],
-                                                            params.relabel_ratio))
+        result = fedcorr_ops.relabel(labels[cid], global_probs[cid], params.confidence,
+                                     fedcorr_ops.relabel_candidates(losses, levels[cid],
+                                                                    params.relabel_ratio))
         relabelled[cid] = result.labels
         changed[cid] = len(result.changed)
         store.set(cid, LABELS, result.labels)
@@ -196,55 +196,19 @@ class FedCorr(base.Method):
     noisy = [cid for cid in self._x if store.get(cid, NOISY, False) and len(labels[cid])]
     relabelled = {}
     for cid, probs in self._global_probs(state, labels, noisy).items():
-      relabelled[cid] = fedcorr.relabel(labels[cid], probs, self.params.confidence).labels
+      relabelled[cid] = fedcorr_ops.relabel(labels[cid], probs, self.params.confidence).labels
       store.set(cid, LABELS, relabelled[cid])
     return {'relabelling': Relabelling(relabelled, self._observed)}
 
-  def run_round(self, state, datasets, client_states, faults=None):
-    """Pre-processing: the iteration's groups one after the other (module doc); later
-    stages: the process's round."""
-    if not self.process.get_hparams(state)[fedcorr_parts.PREPROCESSING]:
-      return super().run_round(state, datasets, client_states, faults)
-    client_ids = list(datasets)
-    group = max(int(len(client_ids) * self.params.frac1), 1)
-    order = np.random.default_rng([self.setup.seed, self._round, 3]).permutation(
-        len(client_ids))
-    new_states = [None] * len(client_ids)
-    records, sizes = [], []
-    for start in range(0, len(order), group):
-      members = order[start:start + group]
-      output = self.process.next(
-          state, [datasets[client_ids[i]] for i in members],
-          [client_states[i] for i in members],
-          None if faults is None else [faults[i] for i in members])
-      state = output.state
-      for i, client_state in zip(members, output.client_states):
-        new_states[i] = client_state
-      records.append(output.metrics)
-      sizes.append(len(members))
-    return state, merged_metrics(records, sizes), new_states, {'fedcorr_groups': len(records)}
 
-
-def merged_metrics(group_metrics: list, group_sizes: list) -> dict:
-  """One record for the groups of a pre-processing iteration: ``train_loss`` and
-  ``train_accuracy`` weighted by the groups' examples, ``train_client_mean_accuracy`` by
-  their clients with a finite update, the counts summed, the last group's ``aggregator``
-  measurements."""
-  records = [base.round_metrics(m) for m in group_metrics]
-  examples = np.array([float(m['client_work']['train']['num_examples'])
-                       for m in group_metrics])
-  non_finite = np.array([r['non_finite_clients'] for r in records])
-  trained = [i for i, r in enumerate(records) if r['train_loss'] is not None]
-
-  def mean(key, weights):
-    if not trained or not weights[trained].sum():
-      return None
-    return float(np.average([records[i][key] for i in trained], weights=weights[trained]))
-
-  return {'train_loss': mean('train_loss', examples),
-          'train_accuracy': mean('train_accuracy', examples),
-          'train_client_mean_accuracy': mean('train_client_mean_accuracy',
-                                             np.asarray(group_sizes) - non_finite),
-          'non_finite_clients': int(non_finite.sum()),
-          'update_rejected': int(sum(r['update_rejected'] for r in records)),
-          'aggregator': records[-1]['aggregator']}
+def fedcorr(params, setup) -> Recipe:
+  """Pre-processing iterations, fine-tuning on the clean clients, usual training."""
+  stages = FedCorrStages(params, setup)
+  loss = contract.Mixup(float(params.mixup_alpha)) if params.mixup else contract.CrossEntropy()
+  return Recipe(
+      parts=(fedcorr_parts.AdaptiveProximal(setup.num_classes), loss),
+      data=DataPlan(fields={contract.MIX_KEY: (np.int32, ())} if params.mixup else {},
+                    extras=stages.extras),
+      schedule=Schedule(everyone=stages.everyone, eligible=stages.eligible,
+                        groups=stages.groups),
+      server=(stages,))

@@ -6,7 +6,7 @@ from typing import Dict
 
 import numpy as np
 
-from tff_noisy import diagnostics
+from tff_noisy.methods.contract import Diagnostic
 from tff_noisy.ops import knn
 
 
@@ -22,7 +22,7 @@ def relabelling_counts(observed, labels, true) -> dict:
           'wrong_before': int(wrong.sum()), 'wrong_after': int(np.sum(labels != true))}
 
 
-class Relabelling(diagnostics.Diagnostic):
+class Relabelling(Diagnostic):
   """``{client id: labels [n]}`` after a relabelling step (``relabelling``): per client and
   over all of them, the counts of ``relabelling_counts`` and ``knn.correction_report``'s
   shares, against the observed labels the run started from."""

@@ -17,7 +17,7 @@ import collections
 import numpy as np
 import tensorflow as tf
 
-from tff_noisy.federated.client_parts import ClientPart, example_probabilities
+from tff_noisy.methods import contract
 
 NOISE_LEVEL = 'noise_level'
 PROBS = 'probs'
@@ -25,7 +25,7 @@ PREPROCESSING = 'preprocessing'
 BETA = 'beta'
 
 
-class AdaptiveProximal(ClientPart):
+class AdaptiveProximal(contract.ClientPart):
   """The adaptive proximal term and the local model's outputs for the server."""
 
   def __init__(self, num_classes: int):
@@ -55,7 +55,7 @@ class AdaptiveProximal(ClientPart):
     predict, dataset, table = ctx.predict, ctx.dataset, ctx.state[PROBS]
 
     def outputs():
-      return example_probabilities(predict, dataset, tf.zeros_like(table))
+      return contract.example_probabilities(predict, dataset, tf.zeros_like(table))
 
     ctx.state[PROBS] = tf.cond(tf.equal(ctx.hparams[PREPROCESSING], 1), outputs,
                                lambda: table)

@@ -35,13 +35,13 @@ class FedDSProxParams(FedDSParams, ProximalParams):
   """FedDS weighting over FedProx local training."""
 
 
-_ALGORITHM = 'tff_noisy.methods.fedds.algorithm:FedDS'
+_ALGORITHM = 'tff_noisy.methods.fedds.algorithm:'
 SPECS = {
     'fedds': MethodSpec('FedDS: Dawid-Skene client reliabilities as weights', FedDSParams,
-                        _ALGORITHM, needs_public_split=True,
+                        _ALGORITHM + 'fedds', needs_public_split=True,
                         report_sections=report.SECTIONS, display='FedDS'),
     'fedds_fedprox': MethodSpec('FedDS over FedProx local training', FedDSProxParams,
-                                _ALGORITHM, needs_public_split=True,
+                                _ALGORITHM + 'fedds', needs_public_split=True,
                                 report_sections=report.SECTIONS,
                                 display='FedProx + FedDS'),
 }

@@ -23,9 +23,9 @@ import numpy as np
 import tensorflow as tf
 
 from tff_noisy.federated import client_work
-from tff_noisy.methods import base
 from tff_noisy.methods.fedds.diagnostics import Reliabilities
 from tff_noisy.federated.client_parts import CrossEntropy, Proximal
+from tff_noisy.methods.recipe import Recipe, ServerStep
 from tff_noisy.ops import dawid_skene
 from tff_noisy.ops import dawid_skene_tf as ds_tf
 from tff_noisy.tff_runtime import import_tff
@@ -125,34 +125,30 @@ def federated_dawid_skene(computations, client_predictions: list, *, max_iter: i
   return np.array(reliabilities(m_step_posteriors, client_predictions)), iteration
 
 
-class FedDS(base.Method):
-  """FedAvg (or FedProx) local training with Dawid-Skene reliability weights."""
+class DawidSkeneWeighting(ServerStep):
+  """The recipe's weighting (called before each round's aggregation) and the server step
+  that prepares it: the public split and the computations that label it."""
 
-  def __init__(self, process, params, setup):
-    super().__init__(process, params, setup)
+  def __init__(self, params):
+    self.params = params
     self.public_x = None
     self.num_classes = None
     self.client_predictions = None
     self.em = None  # Federated EM computations (em: federated).
 
-  @classmethod
-  def client_parts(cls, params, setup):
-    del setup
-    mu = getattr(params, 'mu', 0.0)  # FedDS over FedProx (fedds_fedprox).
-    return [CrossEntropy()] + ([Proximal(mu)] if mu else [])
-
-  def prepare(self, data, store) -> dict:
-    del store
+  def prepare(self, server) -> dict:
+    data = server.data
     if data.x_public is None or not len(data.x_public):
       raise ValueError('FedDS needs an unlabelled public split: set data.public_fraction '
                        '> 0 (the paper uses 0.1)')
     self.public_x = data.x_public.astype(np.float32)
     self.num_classes = data.num_classes
-    self.client_predictions = build_client_predictions(self.setup.model_fn, data.input_shape)
+    model_fn = server.setup.model_fn  # The clients' model labels the public set.
+    self.client_predictions = build_client_predictions(model_fn, data.input_shape)
     if self.params.em == 'federated':
       self.em = build_federated_em(data.num_classes, len(data.x_public),
                                    self.params.smoothing)
-    client_work.restore_eager_model_classes(self.setup.model_fn)
+    client_work.restore_eager_model_classes(model_fn)
     return {'fedds_public_size': int(len(data.x_public)), 'fedds_em': self.params.em}
 
   def _predictions(self, results, global_weights) -> list:
@@ -197,19 +193,26 @@ class FedDS(base.Method):
                        fedds_em_iterations=iterations)
     return dawid_skene.reliability_weights(scores), diagnostics
 
-  def run_round(self, state, datasets, client_states, faults=None):
-    """The round with Dawid-Skene weights as its server step before the aggregator.
+  def __call__(self, round_num, state, client_ids, client_states, server):
+    """The round's weights, as its server step before the aggregator.
 
     A Byzantine client's update is corrupted before it reaches the server, so its local
     model (global - update) labels the public set as the server would see it.
     """
-    client_ids = list(datasets)
+    del round_num, state, client_states, server
 
     def weigh(results, global_weights):
       weights, diagnostics = self.client_weights(client_ids, results, global_weights)
       diagnostics['fedds_weights'] = {cid: float(w) for cid, w in zip(client_ids, weights)}
       return weights, diagnostics
 
-    return self.round_result(self.process.next(state, list(datasets.values()),
-                                               client_states, faults,
-                                               aggregation_weights=weigh))
+    return weigh
+
+
+def fedds(params, setup) -> Recipe:
+  """FedAvg (or FedProx) local training with Dawid-Skene reliability weights."""
+  del setup
+  mu = getattr(params, 'mu', 0.0)  # FedDS over FedProx (fedds_fedprox).
+  weighting = DawidSkeneWeighting(params)
+  return Recipe(parts=(CrossEntropy(),) + ((Proximal(mu),) if mu else ()),
+                weighting=weighting, server=(weighting,))

@@ -61,10 +61,10 @@ class ForwardCorrectionParams(CorrectionParams):
 _ALGORITHM = 'tff_noisy.methods.fedefc.algorithm:'
 SPECS = {
     'fedefc': MethodSpec('FedEFC: prestopping, then confident-joint forward correction',
-                         FedEFCParams, _ALGORITHM + 'FedEFC',
+                         FedEFCParams, _ALGORITHM + 'fedefc',
                          report_sections=report.SECTIONS, display='FedEFC'),
     'forward_correction': MethodSpec(
         'Forward correction (Patrini anchors) after the FedEFC prestopping switch',
-        ForwardCorrectionParams, _ALGORITHM + 'ForwardCorrection',
+        ForwardCorrectionParams, _ALGORITHM + 'forward_correction',
         report_sections=report.SECTIONS, display='Forward correction'),
 }

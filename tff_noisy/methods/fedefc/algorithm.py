@@ -28,13 +28,13 @@ import tensorflow as tf
 
 from tff_noisy.federated import probe
 from tff_noisy.federated import client_work
-from tff_noisy.methods import base
-from tff_noisy.methods.fedefc import parts as forward_correction
+from tff_noisy.methods.fedefc import parts as fedefc_parts
 from tff_noisy.methods.fedefc.diagnostics import TransitionEstimates
+from tff_noisy.methods.recipe import Recipe, ServerStep
 from tff_noisy.ops import prestop
 from tff_noisy.ops import transition_tf
 
-def _matrix_estimates(part: forward_correction.ForwardCorrection):
+def _matrix_estimates(part: fedefc_parts.ForwardCorrection):
   """Statistic: the client's (confident-joint, anchor) matrices [C, C], as the part's
   ``start`` estimates them."""
   num_classes = part.num_classes
@@ -49,57 +49,60 @@ def _matrix_estimates(part: forward_correction.ForwardCorrection):
   return statistic
 
 
-class FedEFC(base.Method):
-  """Prestopping on the clients' noisy-label accuracy, then count-based forward correction."""
+# The server's prestopping monitor (ops.prestop.Monitor), as its initial values.
+MONITOR = collections.OrderedDict(
+    monitor_best=np.float32(0.0), monitor_previous=np.float32(0.0),
+    monitor_count=np.int32(0), switch_round=np.int32(-1))
 
-  # The server's prestopping monitor (ops.prestop.Monitor), as its initial values.
-  controller = collections.OrderedDict(
-      monitor_best=np.float32(0.0), monitor_previous=np.float32(0.0),
-      monitor_count=np.int32(0), switch_round=np.int32(-1))
 
-  @classmethod
-  def client_parts(cls, params, setup):
-    return [forward_correction.ForwardCorrection(
-        setup.num_classes, normalise=params.normalise, prior_comp=params.prior_comp,
-        signal=params.signal)]
+class Prestopping(ServerStep):
+  """After each round, the monitor's step on the round's signal (it may switch the
+  clients to the corrected loss); before the first corrected round, optionally, the
+  matrix estimates' probe."""
 
-  def __init__(self, process, params, setup):
-    super().__init__(process, params, setup)
+  def __init__(self, params):
+    self.params = params
     self.matrix_probe = None
-    if params.report_matrix_error:
-      self.matrix_probe = probe.build_probe(setup.model_fn, setup.element_spec,
-                                            _matrix_estimates(process.program.parts[0]),
-                                            in_process=setup.probes_in_process)
 
-  def _monitor(self, state) -> prestop.Monitor:
-    monitor = self.process.get_controller(state)
+  def prepare(self, server) -> dict:
+    if self.params.report_matrix_error and self.matrix_probe is None:
+      setup = server.setup
+      self.matrix_probe = probe.build_probe(
+          setup.model_fn, setup.element_spec,
+          _matrix_estimates(server.process.program.parts[0]),
+          in_process=setup.probes_in_process)
+    return {}
+
+  @staticmethod
+  def monitor(process, state) -> prestop.Monitor:
+    monitor = process.get_controller(state)
     return prestop.Monitor(best=float(monitor['monitor_best']),
                            previous=float(monitor['monitor_previous']),
                            count=int(monitor['monitor_count']),
                            switch_round=int(monitor['switch_round']))
 
-  def before_round(self, round_num, state, datasets_fn, store):
-    switch_round = self._monitor(state).switch_round
+  def before(self, round_num, state, server):
+    process = server.process
+    switch_round = self.monitor(process, state).switch_round
     if self.matrix_probe is None or switch_round < 0 or round_num != switch_round + 1:
       return state, {}
-    datasets = datasets_fn()
-    estimates = self.matrix_probe(self.process.get_model_weights(state),
-                                  list(datasets.values()))
+    datasets = server.datasets()
+    estimates = self.matrix_probe(process.get_model_weights(state), list(datasets.values()))
     return state, {'transition_estimates': TransitionEstimates({
         name: {cid: np.asarray(matrices[k]) for cid, matrices in zip(datasets, estimates)}
-        for k, name in enumerate(forward_correction.ESTIMATORS)})}
+        for k, name in enumerate(fedefc_parts.ESTIMATORS)})}
 
-  def after_round(self, round_num, state, metrics):
-    params = self.params
+  def after(self, round_num, state, server):
+    params, process, metrics = self.params, server.process, server.metrics
     if params.signal == 'global':
       signal = metrics['objective']['received_accuracy']
     else:
       signal = metrics['train_client_mean_accuracy']
-    before = self._monitor(state)
+    before = self.monitor(process, state)
     after = prestop.step(before, signal, round_num, t_mon=params.t_mon, gamma=params.gamma,
                          rule=params.rule)
-    state = self.process.set_hparams(state, {'corrected': int(after.switched)})
-    state = self.process.set_controller(state, {
+    state = process.set_hparams(state, {'corrected': int(after.switched)})
+    state = process.set_controller(state, {
         'monitor_best': after.best, 'monitor_previous': after.previous,
         'monitor_count': after.count, 'switch_round': after.switch_round})
     return state, {'prestop': {
@@ -109,11 +112,16 @@ class FedEFC(base.Method):
         'switch_round': after.switch_round if after.switched else None}}
 
 
-class ForwardCorrection(FedEFC):
-  """Plain forward correction (Patrini et al. 2017) after the same prestopping switch."""
+def fedefc(params, setup) -> Recipe:
+  """Prestopping on the clients' noisy-label accuracy, then count-based forward correction."""
+  return Recipe(parts=(fedefc_parts.ForwardCorrection(
+      setup.num_classes, normalise=params.normalise, prior_comp=params.prior_comp,
+      signal=params.signal),), server=(Prestopping(params),), controller=MONITOR)
 
-  @classmethod
-  def client_parts(cls, params, setup):
-    return [forward_correction.ForwardCorrection(
-        setup.num_classes, estimator='anchor', anchor_percentile=params.anchor_percentile,
-        prior_comp=params.prior_comp, signal=params.signal)]
+
+def forward_correction(params, setup) -> Recipe:
+  """Plain forward correction (Patrini et al. 2017) after the same prestopping switch."""
+  return Recipe(parts=(fedefc_parts.ForwardCorrection(
+      setup.num_classes, estimator='anchor', anchor_percentile=params.anchor_percentile,
+      prior_comp=params.prior_comp, signal=params.signal),),
+                server=(Prestopping(params),), controller=MONITOR)

@@ -55,13 +55,13 @@ class FedLNParams(NNCParams, NoiseAwareParams):
 _ALGORITHM = 'tff_noisy.methods.fedln.algorithm:'
 SPECS = {
     'fedln': MethodSpec('FedLN: NNC label correction + NA-FedAvg weighting', FedLNParams,
-                        _ALGORITHM + 'FedLN', report_sections=report.SECTIONS,
+                        _ALGORITHM + 'fedln', report_sections=report.SECTIONS,
                         display='FedLN'),
     'fedln_nnc': MethodSpec('FedLN: NNC kNN label correction only', NNCParams,
-                            _ALGORITHM + 'FedLNNNC', report_sections=report.SECTIONS,
+                            _ALGORITHM + 'fedln_nnc', report_sections=report.SECTIONS,
                             display='FedLN (NNC)'),
     'fedln_nafedavg': MethodSpec('FedLN: NA-FedAvg noise-aware weighting only',
-                                 NoiseAwareParams, _ALGORITHM + 'FedLNNAFedAvg',
+                                 NoiseAwareParams, _ALGORITHM + 'fedln_nafedavg',
                                  report_sections=report.SECTIONS,
                                  display='FedLN (NA-FedAvg)'),
 }

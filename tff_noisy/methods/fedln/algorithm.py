@@ -22,8 +22,8 @@ import tensorflow as tf
 from tff_noisy.embeddings import encoders
 from tff_noisy.federated import client_work
 from tff_noisy.federated import probe
-from tff_noisy.methods import base
 from tff_noisy.methods.fedln.diagnostics import LabelCorrection, NoiseEstimates
+from tff_noisy.methods.recipe import DataPlan, Recipe, Schedule, ServerStep
 from tff_noisy.ops import energy
 from tff_noisy.ops import energy_tf
 from tff_noisy.ops import knn
@@ -96,32 +96,17 @@ def build_private_estimation(setup, program, *, temperature: float, nu: float,
   return private_estimate
 
 
-class FedLN(base.Method):
-  """NNC and/or NA-FedAvg on top of FedAvg local training."""
+class NearestNeighbourCorrection(ServerStep):
+  """NNC, once before training: each client's labels replaced by its kNN vote (stored as
+  its ``labels``, which the data plan's default reads)."""
 
-  nnc = True
-  na = True
-  extra_fields = {client_work.AGGREGATION_WEIGHT_KEY: (np.float32, ())}
+  def __init__(self, params, seed: int):
+    self.params = params
+    self.seed = seed
 
-  def __init__(self, process, params, setup):
-    super().__init__(process, params, setup)
-    self.estimation = None
-    if not self.na:
-      return
-    if params.threshold == 'private':
-      self.estimation = build_private_estimation(
-          setup, process.program, temperature=params.temperature, nu=params.nu,
-          score_range=params.score_range, num_bins=params.score_bins)
-    else:
-      self.estimation = probe.build_probe(
-          setup.model_fn, setup.element_spec,
-          _before_and_after_training(setup, process.program),
-          in_process=setup.probes_in_process)
-
-  def prepare(self, data, store) -> dict:
-    if not self.nnc:
-      return {}
-    encoder, embeddings = encoders.embed_training_inputs(self.params, data, self.setup.seed)
+  def prepare(self, server) -> dict:
+    data, store = server.data, server.store
+    encoder, embeddings = encoders.embed_training_inputs(self.params, data, self.seed)
     corrected = {}
     start = 0
     for index, cid in enumerate(data.client_ids):
@@ -129,26 +114,47 @@ class FedLN(base.Method):
       if n:
         corrected[cid] = knn.knn_vote(
             embeddings[start:start + n], data.y[cid], self.params.k,
-            seed=self.setup.seed * 100003 + index, num_classes=data.num_classes)
+            seed=self.seed * 100003 + index, num_classes=data.num_classes)
         store.set_derived(cid, 'labels', corrected[cid])
       start += n
     return {'nnc_encoder': encoder.encoder_id, 'label_correction': LabelCorrection(corrected)}
 
-  def client_extras(self, client_id, num_examples, store) -> dict:
-    if not self.na:
-      return {}
+
+class NoiseEstimation(ServerStep):
+  """NA-FedAvg: every client's noise estimate at the activation round R_c, before it
+  trains; from then on its update weight is (1 - n_hat) N (``extras``)."""
+
+  def __init__(self, params):
+    self.params = params
+    self.estimation = None
+
+  def prepare(self, server) -> dict:
+    if self.estimation is None:
+      setup, program, params = server.setup, server.process.program, self.params
+      if params.threshold == 'private':
+        self.estimation = build_private_estimation(
+            setup, program, temperature=params.temperature, nu=params.nu,
+            score_range=params.score_range, num_bins=params.score_bins)
+      else:
+        self.estimation = probe.build_probe(
+            setup.model_fn, setup.element_spec, _before_and_after_training(setup, program),
+            in_process=setup.probes_in_process)
+    return {}
+
+  def everyone(self, round_num) -> bool:
+    return round_num == self.params.activation_round
+
+  @staticmethod
+  def extras(client_id, num_examples, store) -> dict:
     estimate = store.get(client_id, NOISE_ESTIMATE, 0.0)
     return {client_work.AGGREGATION_WEIGHT_KEY:
             np.full(num_examples, 1.0 - estimate, np.float32)}
 
-  def all_clients_in_round(self, round_num) -> bool:
-    return self.na and round_num == self.params.activation_round
-
-  def before_round(self, round_num, state, datasets_fn, store):
-    if not self.all_clients_in_round(round_num):
+  def before(self, round_num, state, server):
+    if not self.everyone(round_num):
       return state, {}
-    datasets = datasets_fn()
-    weights = self.process.get_model_weights(state)
+    datasets = server.datasets()
+    weights = server.process.get_model_weights(state)
     if self.params.threshold == 'private':
       tau, values = self.estimation(weights, list(datasets.values()))
     else:
@@ -160,15 +166,30 @@ class FedLN(base.Method):
                 for _, local in logits]
     estimates = {cid: float(v) for cid, v in zip(datasets, values)}
     for cid, value in estimates.items():
-      store.set(cid, NOISE_ESTIMATE, value)
+      server.store.set(cid, NOISE_ESTIMATE, value)
     return state, {'noise_threshold': float(tau),
                    'noise_estimates': NoiseEstimates(estimates)}
 
 
-class FedLNNNC(FedLN):
-  na = False
-  extra_fields = {}
+def _fedln(params, setup, nnc: bool, na: bool) -> Recipe:
+  """NNC and/or NA-FedAvg on top of FedAvg local training."""
+  steps = (NearestNeighbourCorrection(params, setup.seed),) if nnc else ()
+  if not na:
+    return Recipe(server=steps)
+  estimation = NoiseEstimation(params)
+  return Recipe(
+      data=DataPlan(fields={client_work.AGGREGATION_WEIGHT_KEY: (np.float32, ())},
+                    extras=estimation.extras),
+      schedule=Schedule(everyone=estimation.everyone), server=steps + (estimation,))
 
 
-class FedLNNAFedAvg(FedLN):
-  nnc = False
+def fedln(params, setup) -> Recipe:
+  return _fedln(params, setup, nnc=True, na=True)
+
+
+def fedln_nnc(params, setup) -> Recipe:
+  return _fedln(params, setup, nnc=True, na=False)
+
+
+def fedln_nafedavg(params, setup) -> Recipe:
+  return _fedln(params, setup, nnc=False, na=True)

@@ -5,7 +5,7 @@ distance-aware aggregation (DaAgg)."""
 import dataclasses
 
 from tff_noisy.methods.common import MethodSpec
-from tff_noisy.methods.maskedoptim import report
+from tff_noisy.methods import noisy_clients
 from tff_noisy.params import described, Params, require
 
 
@@ -40,8 +40,8 @@ SPECS = {
     'fednoro': MethodSpec(
         'FedNoRo: logit-adjusted warm-up, GMM noisy-client detection, distillation on noisy '
         'clients, distance-aware aggregation',
-        FedNoRoParams, 'tff_noisy.methods.fednoro.algorithm:FedNoRo',
+        FedNoRoParams, 'tff_noisy.methods.fednoro.algorithm:fednoro',
         off_device='its objective distils from the global model in a prologue (no device '
         'prologue)',
-        report_sections=report.SECTIONS, display='FedNoRo'),
+        report_sections=noisy_clients.SECTIONS, display='FedNoRo'),
 }

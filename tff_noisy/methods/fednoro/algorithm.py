@@ -31,46 +31,40 @@ import tensorflow as tf
 from tff_noisy.methods import client_detection
 from tff_noisy.methods.fednoro import parts as fednoro_parts
 from tff_noisy.methods.fednoro.diagnostics import DaAggWeights
-from tff_noisy.methods.maskedoptim.diagnostics import NoisyClients
-from tff_noisy.ops import fednoro
+from tff_noisy.methods.noisy_clients import NoisyClients
+from tff_noisy.methods.recipe import Recipe
+from tff_noisy.ops import fednoro as fednoro_ops
 
 
-class FedNoRo(client_detection.DetectingMethod):
-  """Logit-adjusted warm-up, one GMM detection, distillation and DaAgg after it."""
+class TwoStages(client_detection.NoisyClientDetection):
+  """Before round T_w + 1 the detection; from then on λ(r) before each round, and DaAgg's
+  weights before the aggregator (the recipe's weighting)."""
 
-  NOISY_KEY = fednoro_parts.NOISY
-  _stage2 = False  # Whether the round before_round prepared is in stage 2.
-
-  @classmethod
-  def client_parts(cls, params, setup):
-    return [fednoro_parts.FedNoRoLoss(setup.num_classes, params.temperature)]
-
-  def before_round(self, round_num, state, datasets_fn, store):
-    self._stage2 = round_num >= self.detection_round
-    if not self._stage2:
+  def before(self, round_num, state, server):
+    if round_num < self.detection_round:
       return state, {}
     diagnostics = {}
     if round_num == self.detection_round:
-      flags, record = self.detect_noisy_clients(state, store)
+      flags, record = self.detect(state, server)
       diagnostics.update(detection=record, noisy_clients=NoisyClients(flags))
     params = self.params
-    weight = fednoro.kd_weight(round_num, params.kd_weight, params.rampup_start,
-                               params.rampup_end)
-    state = self.process.set_hparams(state, {fednoro_parts.KD_WEIGHT: weight})
+    weight = fednoro_ops.kd_weight(round_num, params.kd_weight, params.rampup_start,
+                                   params.rampup_end)
+    state = server.process.set_hparams(state, {fednoro_parts.KD_WEIGHT: weight})
     diagnostics['kd_weight'] = weight
     return state, diagnostics
 
-  def run_round(self, state, datasets, client_states, faults=None):
-    """Stage 1: the process's round; stage 2: DaAgg's weights before the aggregator."""
-    if not self._stage2:
-      return super().run_round(state, datasets, client_states, faults)
-    client_ids = list(datasets)
+  def __call__(self, round_num, state, client_ids, client_states, server):
+    """Stage 1: the aggregator's own weights (None); stage 2: DaAgg's."""
+    del state, server
+    if round_num < self.detection_round:
+      return None
     noisy = [bool(s[fednoro_parts.NOISY]) for s in client_states]
 
     def weigh(results, global_weights):
       del global_weights
       sizes = [float(r.update_weight) for r in results]
-      daagg = fednoro.daagg_weights(
+      daagg = fednoro_ops.daagg_weights(
           sizes, noisy, [[np.asarray(u) for u in tf.nest.flatten(r.update)] for r in results])
       weights = dict(zip(client_ids, (float(w) for w in daagg.weights)))
       return daagg.weights, {
@@ -78,5 +72,11 @@ class FedNoRo(client_detection.DetectingMethod):
                     'distances': dict(zip(client_ids, (float(d) for d in daagg.distances)))},
           'daagg_weights': DaAggWeights(weights, dict(zip(client_ids, sizes)))}
 
-    return self.round_result(self.process.next(state, list(datasets.values()), client_states,
-                                               faults, aggregation_weights=weigh))
+    return weigh
+
+
+def fednoro(params, setup) -> Recipe:
+  """Logit-adjusted warm-up, one GMM detection, distillation and DaAgg after it."""
+  stages = TwoStages(params, fednoro_parts.NOISY)
+  return Recipe(parts=(fednoro_parts.FedNoRoLoss(setup.num_classes, params.temperature),),
+                weighting=stages, server=(stages,))

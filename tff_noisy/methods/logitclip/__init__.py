@@ -23,6 +23,6 @@ class LogitClipParams(Params):
 SPECS = {
     'logitclip': MethodSpec('LogitClip (baseline; Wei et al. 2023): cross-entropy on '
                             'norm-clipped logits', LogitClipParams,
-                            'tff_noisy.methods.logitclip.algorithm:LogitClip',
+                            'tff_noisy.methods.logitclip.algorithm:logitclip',
                             display='LogitClip'),
 }

@@ -27,7 +27,7 @@ class LSCParams(EncoderParams):
 
 SPECS = {
     'lsc': MethodSpec('LSC: local K-similarity contrastive term on a frozen encoder',
-                      LSCParams, 'tff_noisy.methods.lsc.algorithm:LSC',
+                      LSCParams, 'tff_noisy.methods.lsc.algorithm:lsc',
                       off_device="its loss reads the model's penultimate features and "
                       "per-example encoder embeddings (LSC's K-similarity objective)",
                       report_sections=report.SECTIONS, display='LSC'),

@@ -25,35 +25,27 @@ simulation truth, for reporting only, it never reaches training.
 import numpy as np
 
 from tff_noisy.embeddings import encoders
-from tff_noisy.methods import base
 from tff_noisy.federated.client_parts import CrossEntropy
 from tff_noisy.methods.lsc import parts as lsc_parts
 from tff_noisy.methods.lsc.diagnostics import NeighbourPurity
+from tff_noisy.methods.recipe import DataPlan, Recipe, ServerStep
 from tff_noisy.ops import contrastive
 
 EMBEDDING = lsc_parts.EMBEDDING_KEY
 
 
-class LSC(base.Method):
-  """CE + λ L_CL clients (``parts.KSimilarity``) with precomputed encoder embeddings."""
+class Embeddings(ServerStep):
+  """Every training example's encoder embedding, once before training (cached), and the
+  neighbour purity it gives; the data plan's ``extras`` hand each client its own."""
 
-  @classmethod
-  def dataset_fields(cls, params, data) -> dict:
-    return {EMBEDDING: (np.float32, (encoders.embedding_width(params, data),))}
+  def __init__(self, params):
+    self.params = params
+    self.width = None  # The embeddings' width, the clients' element spec's.
 
-  @classmethod
-  def client_parts(cls, params, setup):
-    del setup
-    return [CrossEntropy(), lsc_parts.KSimilarity(params.k, params.temperature, params.lam,
-                                                  params.exclude_self)]
-
-  @property
-  def width(self) -> int:
-    return int(self.setup.element_spec[EMBEDDING].shape[-1])
-
-  def prepare(self, data, store) -> dict:
-    """Embeds every training example once (cached); reports the neighbour purity."""
-    encoder, embeddings = encoders.embed_training_inputs(self.params, data, self.setup.seed)
+  def prepare(self, server) -> dict:
+    data, store, setup = server.data, server.store, server.setup
+    self.width = int(setup.element_spec[EMBEDDING].shape[-1])
+    encoder, embeddings = encoders.embed_training_inputs(self.params, data, setup.seed)
     expected = (sum(len(data.y[cid]) for cid in data.client_ids), self.width)
     if embeddings.shape != expected:
       raise ValueError(f'encoder {encoder.encoder_id} gave embeddings of shape '
@@ -65,10 +57,10 @@ class LSC(base.Method):
       own[cid] = embeddings[start:start + len(data.y[cid])]
       store.set_derived(cid, EMBEDDING, own[cid])
       start += len(own[cid])
-    return {'lsc': NeighbourPurity(own, self.params.k, self.setup.batch_size,
-                                   self.setup.seed, encoder.encoder_id)}
+    return {'lsc': NeighbourPurity(own, self.params.k, setup.batch_size, setup.seed,
+                                   encoder.encoder_id)}
 
-  def client_extras(self, client_id, num_examples, store) -> dict:
+  def extras(self, client_id, num_examples, store) -> dict:
     embeddings = store.get(client_id, EMBEDDING)
     if embeddings is None:
       raise ValueError(f"client {client_id}: no '{EMBEDDING}' values; LSC's prepare "
@@ -78,3 +70,14 @@ class LSC(base.Method):
           f"client {client_id}: '{EMBEDDING}' has shape {np.shape(embeddings)} but its "
           f'dataset needs ({num_examples}, {self.width}): one row per example')
     return {EMBEDDING: embeddings}
+
+
+def lsc(params, setup) -> Recipe:
+  """CE + λ L_CL clients (``parts.KSimilarity``) with precomputed encoder embeddings."""
+  del setup
+  embeddings = Embeddings(params)
+  fields = lambda data: {EMBEDDING: (np.float32, (encoders.embedding_width(params, data),))}
+  return Recipe(parts=(CrossEntropy(), lsc_parts.KSimilarity(
+      params.k, params.temperature, params.lam, params.exclude_self)),
+                data=DataPlan(fields=fields, extras=embeddings.extras),
+                server=(embeddings,))

@@ -5,7 +5,7 @@ import dataclasses
 from typing import Optional
 
 from tff_noisy.methods.common import MethodSpec
-from tff_noisy.methods.maskedoptim import report
+from tff_noisy.methods import noisy_clients
 from tff_noisy.params import described, Params, require
 
 
@@ -62,7 +62,7 @@ class MaskedOptimParams(Params):
 SPECS = {
     'maskedoptim': MethodSpec(
         'MaskedOptim: GMM noisy-client detection, masked end-to-end label correction',
-        MaskedOptimParams, 'tff_noisy.methods.maskedoptim.algorithm:MaskedOptim',
+        MaskedOptimParams, 'tff_noisy.methods.maskedoptim.algorithm:maskedoptim',
         off_device='its objective trains per-example label logits beside the model',
-        report_sections=report.SECTIONS, display='MaskedOptim'),
+        report_sections=noisy_clients.SECTIONS, display='MaskedOptim'),
 }

@@ -33,37 +33,40 @@ truth (``detection_truth``, ``label_estimate_accuracy``).
 
 from tff_noisy.methods import client_detection
 from tff_noisy.methods.maskedoptim import parts as masked_optim
-from tff_noisy.methods.maskedoptim.diagnostics import LabelEstimates, NoisyClients
+from tff_noisy.methods.maskedoptim.diagnostics import LabelEstimates
+from tff_noisy.methods.noisy_clients import NoisyClients
+from tff_noisy.methods.recipe import Recipe
 from tff_noisy.ops import label_distribution
 
 
-class MaskedOptim(client_detection.DetectingMethod):
-  """Warm-up, one GMM detection on all clients, label correction on the noisy ones."""
+class DetectAndReport(client_detection.NoisyClientDetection):
+  """The detection before round T_w + 1; from then on, after every round, the flags and
+  the noisy clients' current corrected labels."""
 
-  NOISY_KEY = masked_optim.NOISY
-
-  @classmethod
-  def client_parts(cls, params, setup):
-    return [masked_optim.MaskedOptimLoss(
-        setup.num_classes, alpha=params.alpha, beta=params.beta_value(), tau=params.tau,
-        label_lr=params.label_lr, label_scale=params.label_scale, zeta=params.zeta,
-        mask=params.mask, variant=params.loss_variant, clip=params.logit_clip)]
-
-  def before_round(self, round_num, state, datasets_fn, store):
+  def before(self, round_num, state, server):
     if round_num != self.detection_round:
       return state, {}
-    return state, {'detection': self.detect_noisy_clients(state, store)[1]}
+    return state, {'detection': self.detect(state, server)[1]}
 
-  def diagnose(self, round_num, state, store) -> dict:
+  def after(self, round_num, state, server):
     if round_num < self.detection_round:
-      return {}
-    program = self.process.program
+      return state, {}
+    program = server.process.program
     flags, estimates = {}, {}
-    for cid, (_, y) in self._clients.items():
-      client = store.objective_state(cid, program, y)
+    for cid, (_, y) in self.clients.items():
+      client = server.store.objective_state(cid, program, y)
       flags[cid] = bool(client[masked_optim.NOISY])
       if flags[cid]:
         estimates[cid] = label_distribution.corrected_labels(
             client[masked_optim.LABEL_LOGITS])
-    return {'noisy_clients': NoisyClients(flags),
-            'label_estimates': LabelEstimates(estimates)}
+    return state, {'noisy_clients': NoisyClients(flags),
+                   'label_estimates': LabelEstimates(estimates)}
+
+
+def maskedoptim(params, setup) -> Recipe:
+  """Warm-up, one GMM detection on all clients, label correction on the noisy ones."""
+  return Recipe(parts=(masked_optim.MaskedOptimLoss(
+      setup.num_classes, alpha=params.alpha, beta=params.beta_value(), tau=params.tau,
+      label_lr=params.label_lr, label_scale=params.label_scale, zeta=params.zeta,
+      mask=params.mask, variant=params.loss_variant, clip=params.logit_clip),),
+                server=(DetectAndReport(params, masked_optim.NOISY),))

@@ -1,12 +1,10 @@
 """MOON (Li, He & Song 2021): model-contrastive federated learning, each client's
 representations pulled towards the received global model's and pushed from its own
-previous local model's; alone and with FedDS's aggregation weights (FedDS Table 4)."""
+previous local model's (with FedDS's aggregation weights: ``methods.combined``)."""
 
 import dataclasses
 
 from tff_noisy.methods.common import MethodSpec
-from tff_noisy.methods.fedds import FedDSParams
-from tff_noisy.methods.fedds import report as fedds_report
 from tff_noisy.params import described, Params, require
 
 
@@ -23,21 +21,11 @@ class MoonParams(Params):
     super().check(rounds)
 
 
-@dataclasses.dataclass(frozen=True)
-class FedDSMoonParams(FedDSParams, MoonParams):
-  """FedDS weighting over MOON local training."""
-
-
 _ALGORITHM = 'tff_noisy.methods.moon.algorithm:'
-_OFF_DEVICE = ("its loss reads the model's penultimate features and two frozen models' "
-               '(MOON)')
+OFF_DEVICE = ("its loss reads the model's penultimate features and two frozen models' "
+              '(MOON)')
 SPECS = {
     'moon': MethodSpec('MOON (baseline; Li et al. 2021): model-contrastive local term',
-                       MoonParams, _ALGORITHM + 'Moon', off_device=_OFF_DEVICE,
+                       MoonParams, _ALGORITHM + 'moon', off_device=OFF_DEVICE,
                        display='MOON'),
-    'fedds_moon': MethodSpec('FedDS over MOON local training (FedDS Table 4)',
-                             FedDSMoonParams, _ALGORITHM + 'FedDSMoon',
-                             needs_public_split=True, off_device=_OFF_DEVICE,
-                             report_sections=fedds_report.SECTIONS,
-                             display='MOON + FedDS'),
 }

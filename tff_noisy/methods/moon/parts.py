@@ -11,15 +11,14 @@ alone, a cross-entropy of 0).
 
 import tensorflow as tf
 
-from tff_noisy.federated.client_parts import ClientPart, Needs
-from tff_noisy.federated.client_parts import reference_models
+from tff_noisy.methods import contract
 from tff_noisy.ops import moon_tf
 
 
-class ModelContrast(ClientPart):
+class ModelContrast(contract.ClientPart):
   """mu·l_con against the frozen global and previous local models."""
 
-  needs = Needs(features=True)
+  needs = contract.Needs(features=True)
 
   def __init__(self, mu: float, temperature: float):
     if mu <= 0 or temperature <= 0:
@@ -29,9 +28,9 @@ class ModelContrast(ClientPart):
     self.temperature = float(temperature)
 
   def loss(self, batch, out, ctx):
-    global_features, _ = ctx[reference_models.GLOBAL](batch['x'])
-    previous_features, _ = ctx[reference_models.PREVIOUS](batch['x'])
+    global_features, _ = ctx[contract.GLOBAL](batch['x'])
+    previous_features, _ = ctx[contract.PREVIOUS](batch['x'])
     contrast = moon_tf.model_contrastive_loss(out.features, global_features,
                                               previous_features, self.temperature)
-    weight = self.mu * tf.cast(ctx[reference_models.HAS_PREVIOUS], tf.float32)
+    weight = self.mu * tf.cast(ctx[contract.HAS_PREVIOUS], tf.float32)
     return weight * contrast

@@ -72,13 +72,13 @@ class GCEParams(Params):
 _ALGORITHM = 'tff_noisy.methods.robust_losses.algorithm:'
 SPECS = {
     'label_smoothing': MethodSpec('Label smoothing (baseline; Müller et al. 2019)',
-                                  LabelSmoothingParams, _ALGORITHM + 'LabelSmoothing',
+                                  LabelSmoothingParams, _ALGORITHM + 'label_smoothing',
                                   display='Label smoothing'),
     'bi_tempered': MethodSpec('Bi-tempered logistic loss (baseline; Amid et al. 2019)',
-                              BiTemperedParams, _ALGORITHM + 'BiTempered',
+                              BiTemperedParams, _ALGORITHM + 'bi_tempered',
                               display='Bi-tempered loss'),
     'sce': MethodSpec('Symmetric cross-entropy (baseline; Wang et al. 2019)',
-                      SymmetricCEParams, _ALGORITHM + 'SymmetricCE', display='SCE'),
+                      SymmetricCEParams, _ALGORITHM + 'symmetric_ce', display='SCE'),
     'gce': MethodSpec('Generalized cross-entropy (baseline; Zhang & Sabuncu 2018)',
-                      GCEParams, _ALGORITHM + 'GeneralizedCE', display='GCE'),
+                      GCEParams, _ALGORITHM + 'generalized_ce', display='GCE'),
 }

@@ -1,45 +1,40 @@
-"""SCAFFOLD (Karimireddy et al. 2020, Algorithm 1, option II) and SCAFFOLD under FedDS's
-aggregation weights (FedDS Table 4's "SCAFFOLD + FedDS").
+"""SCAFFOLD (Karimireddy et al. 2020, Algorithm 1, option II).
 
 Clients take corrected steps and keep their control variates (the shared client part
-``client_parts.ControlVariate``); the model
-step is the configured aggregator and server optimiser on the clients' updates (FedAvg's:
-x += server_lr · the weighted mean of Δy), then the server's control variate takes
-c += sum_S(Δc_i)/N (``ops.scaffold.server_control_update``) and is broadcast with the
-next round's hparams.
+``client_parts.ControlVariate``); the model step is the configured aggregator and server
+optimiser on the clients' updates (FedAvg's: x += server_lr · the weighted mean of Δy),
+then the server's control variate takes c += sum_S(Δc_i)/N
+(``ops.scaffold.server_control_update``) and is broadcast with the next round's hparams.
 """
 
-from tff_noisy.methods import base
-from tff_noisy.methods.fedds.algorithm import FedDS
-from tff_noisy.federated.client_parts import ControlVariate, CrossEntropy
-from tff_noisy.ops import scaffold
+from tff_noisy.methods import contract
+from tff_noisy.ops import scaffold as scaffold_ops
 
 
-class Scaffold(base.Method):
-  """Control-variate corrected clients; the server's c updated after each round."""
+class ServerControlVariate(contract.ServerStep):
+  """c += sum_S(Δc_i)/N after each round, from the clients' summed Δc (their outputs)."""
 
-  def __init__(self, process, params, setup):
-    super().__init__(process, params, setup)
+  def __init__(self):
     self.num_clients = None  # N, from the data (``prepare``).
 
-  @classmethod
-  def client_parts(cls, params, setup):
-    del params
-    shapes = [v.shape for v in setup.model_fn().trainable_variables]
-    return [CrossEntropy(), ControlVariate(shapes, setup.client_lr)]
+  def prepare(self, server) -> dict:
+    self.num_clients = len(server.data.client_ids)
+    return {}
 
-  def prepare(self, data, store) -> dict:
-    extra = super().prepare(data, store)
-    self.num_clients = len(data.client_ids)
-    return extra
-
-  def server_update(self, state, outputs):
-    hparams = self.process.get_hparams(state)
+  def after(self, round_num, state, server):
+    del round_num
+    process = server.process
+    hparams = process.get_hparams(state)
     names = tuple(hparams)  # The control variates' (the only hparams).
-    control = scaffold.server_control_update(
-        [hparams[n] for n in names], [outputs[n] for n in names], self.num_clients)
-    return self.process.set_hparams(state, dict(hparams, **dict(zip(names, control))))
+    control = scaffold_ops.server_control_update(
+        [hparams[n] for n in names], [server.outputs[n] for n in names], self.num_clients)
+    return process.set_hparams(state, dict(hparams, **dict(zip(names, control)))), {}
 
 
-class FedDSScaffold(Scaffold, FedDS):
-  """SCAFFOLD's clients and control variates, FedDS's Dawid-Skene aggregation weights."""
+def scaffold(params, setup) -> contract.Recipe:
+  """Control-variate corrected clients; the server's c updated after each round."""
+  del params
+  shapes = [v.shape for v in setup.model_fn().trainable_variables]
+  return contract.Recipe(
+      parts=(contract.CrossEntropy(), contract.ControlVariate(shapes, setup.client_lr)),
+      server=(ServerControlVariate(),))

@@ -1,7 +1,34 @@
-"""MaskedOptim's section of ``tff-noisy report``: its noisy-client detection and label
-estimates against the truth; the flags join the per-client estimates."""
+"""Noisy-client detection's records, shared by the methods that flag noisy clients
+(MaskedOptim, FedNoRo, FedCorr): ``NoisyClients`` scores the flags against the clients
+whose labels are noisy, and ``DetectionSection`` is their section of ``tff-noisy report``
+(with the label estimates of the flagged clients, where a method estimates them)."""
 
+from typing import Dict
+
+from tff_noisy import diagnostics
 from tff_noisy import reporting
+from tff_noisy.ops import detection
+
+
+class NoisyClients(diagnostics.Diagnostic):
+  """``{client id: flagged}``: ``noisy_clients`` (the flagged ids) and their precision
+  and recall against the clients whose labels are noisy (``detection_truth``)."""
+
+  def __init__(self, flags: Dict[str, bool]):
+    self.flags = flags
+
+  def unscored(self):
+    if not self.flags:
+      return {}
+    return {'noisy_clients': [cid for cid, flagged in self.flags.items() if flagged]}
+
+  def scored(self, truth):
+    if not self.flags:
+      return {}
+    return {**self.unscored(),
+            'detection_truth': detection.detection_report(
+                list(self.flags.values()), [truth.noise_rates[cid] for cid in self.flags])}
+
 
 _ROUND_KEYS = (('detection_truth', 'noisy-client detection vs the truth'),
                ('label_estimate_accuracy', 'estimated labels vs the true labels'))

@@ -31,7 +31,7 @@ from tff_noisy import methods as registry
 from tff_noisy import reporting
 from tff_noisy.errors import UserError, os_reason
 from tff_noisy.methods import display_name
-from tff_noisy.reporting import paper_table
+from tff_noisy.report import paper_table
 from tff_noisy.reporting import (Estimate, Run, Writer, mean_std, num, pct, pearson,
                                  plot_scatter, pyplot, save, scalars, seed_label, slug,
                                  style, weights_estimate, window_label)
