@@ -154,3 +154,93 @@ def test_mix_draws_are_uniform_and_fixed_by_the_seed():
   assert draws.mean() == pytest.approx(0.5, abs=0.04)
   assert draws.var() == pytest.approx(1 / 12, rel=0.15)
   assert float(fedlsr_tf.draw_mix(tf.constant([3, 9]))) == draws[9]
+
+
+def _view(**overrides):
+  draw = {'flip': False, 'jitter': False, 'gray': False, 'brightness': 1.0, 'contrast': 1.0,
+          'saturation': 1.0, 'hue': 0.0, 'order': [0, 1, 2, 3], 'degrees': 0.0}
+  draw.update(overrides)
+  return {k: tf.constant(v) for k, v in draw.items()}
+
+
+def test_colour_operations_by_hand():
+  red = tf.constant([[[[1.0, 0.0, 0.0]]]])
+  np.testing.assert_allclose(fedlsr_tf.grayscale(red), [[[[0.2989] * 3]]], rtol=1e-6)
+  # Saturation ½: ½ (1, 0, 0) + ½ gray = (0.5 + 0.14945, 0.14945, 0.14945).
+  np.testing.assert_allclose(fedlsr_tf.adjust_saturation(red, 0.5),
+                             [[[[0.64945, 0.14945, 0.14945]]]], rtol=1e-5)
+  # A third of the hue circle turns red into green.
+  np.testing.assert_allclose(fedlsr_tf.adjust_hue(red, 1 / 3), [[[[0.0, 1.0, 0.0]]]], atol=1e-5)
+  # Brightness 1.5: 0.6 -> 0.9; 2: clipped to 1.
+  grey = tf.fill([1, 1, 1, 3], 0.6)
+  np.testing.assert_allclose(fedlsr_tf.adjust_brightness(grey, 1.5), np.full((1, 1, 1, 3), 0.9),
+                             rtol=1e-6)
+  np.testing.assert_allclose(fedlsr_tf.adjust_brightness(grey, 2.0), np.ones((1, 1, 1, 3)))
+  # Contrast ½ on two grey pixels 0.2 and 0.6: μ = 0.4 (0.2989 + 0.587 + 0.114) = 0.39996;
+  # 0.2 -> 0.1 + 0.19998.
+  two = tf.constant([[[[0.2] * 3, [0.6] * 3]]])
+  np.testing.assert_allclose(fedlsr_tf.adjust_contrast(two, 0.5)[0, 0, 0], [0.29998] * 3,
+                             rtol=1e-5)
+
+
+def test_the_jitter_order_matters_by_hand():
+  two = tf.constant([[[[0.2] * 3, [0.6] * 3]]])
+  # Brightness 2 first: (0.4, 1.0 clipped), then contrast 0: every pixel the mean gray
+  # (0.4 + 1.0)/2 · 0.9999 = 0.69993.
+  first = fedlsr_tf.apply_view(two, _view(jitter=True, brightness=2.0, contrast=0.0,
+                                          order=[0, 1, 2, 3]))
+  np.testing.assert_allclose(first, np.full((1, 1, 2, 3), 0.69993), rtol=1e-4)
+  # Contrast 0 first: 0.39996 everywhere, then brightness 2: 0.79992.
+  second = fedlsr_tf.apply_view(two, _view(jitter=True, brightness=2.0, contrast=0.0,
+                                           order=[1, 0, 2, 3]))
+  np.testing.assert_allclose(second, np.full((1, 1, 2, 3), 0.79992), rtol=1e-4)
+  # Without the jitter flag nothing changes.
+  np.testing.assert_allclose(fedlsr_tf.apply_view(two, _view(brightness=2.0)), two)
+
+
+def test_flip_and_grayscale_of_the_view():
+  image = tf.constant([[[[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]]])
+  np.testing.assert_allclose(fedlsr_tf.apply_view(image, _view(flip=True)),
+                             [[[[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]]]])
+  np.testing.assert_allclose(fedlsr_tf.apply_view(image, _view(gray=True)),
+                             [[[[0.2989] * 3, [0.114] * 3]]], rtol=1e-6)
+
+
+def test_rotation_by_hand():
+  # 3 x 3, one channel, a 1 right of the centre (row 1, column 2): a quarter turn
+  # counter-clockwise takes it above the centre (row 0, column 1).
+  image = np.zeros((1, 3, 3, 1), np.float32)
+  image[0, 1, 2, 0] = 1.0
+  want = np.zeros_like(image)
+  want[0, 0, 1, 0] = 1.0
+  np.testing.assert_allclose(fedlsr_tf.rotate(tf.constant(image), 90.0), want, atol=1e-6)
+  np.testing.assert_allclose(fedlsr_tf.apply_view(tf.constant(image), _view(degrees=90.0)),
+                             want, atol=1e-6)
+
+
+def test_view_draws_have_the_codes_rates_and_ranges():
+  draws = [fedlsr_tf.draw_view(tf.constant([5, i])) for i in range(400)]
+  rate = lambda key: np.mean([bool(d[key]) for d in draws])
+  assert rate('flip') == pytest.approx(0.5, abs=0.07)
+  assert rate('jitter') == pytest.approx(0.8, abs=0.06)
+  assert rate('gray') == pytest.approx(0.2, abs=0.06)
+  factors = np.array([[float(d[k]) for k in ('brightness', 'contrast', 'saturation')]
+                      for d in draws])
+  assert factors.min() >= 0.2 and factors.max() <= 1.8
+  hues = np.array([float(d['hue']) for d in draws])
+  assert hues.min() >= -0.2 and hues.max() <= 0.2 and hues.std() > 0.1
+  degrees = np.array([float(d['degrees']) for d in draws])
+  assert degrees.min() >= -30 and degrees.max() <= 30
+  assert all(sorted(d['order'].numpy()) == [0, 1, 2, 3] for d in draws[:20])
+
+
+def test_second_view_is_fixed_by_the_seed_and_traces():
+  rng = np.random.default_rng(3)
+  images = tf.constant(rng.random((4, 5, 5, 3)).astype(np.float32))
+  eager = [fedlsr_tf.second_view(images, tf.constant([1, i])) for i in range(8)]
+  traced = tf.function(fedlsr_tf.second_view)
+  for i, view in enumerate(eager):
+    assert view.shape == images.shape
+    assert float(tf.reduce_min(view)) >= 0 and float(tf.reduce_max(view)) <= 1
+    np.testing.assert_allclose(traced(images, tf.constant([1, i])), view, atol=1e-6)
+  assert len({np.round(v.numpy().sum(), 4) for v in eager}) > 1
