@@ -62,6 +62,26 @@ def test_server_state_is_the_mean_of_all_clients_gradient_states():
     np.testing.assert_allclose(h[0], np.mean([gk[0] for gk in g], axis=0), atol=1e-12)
 
 
+def test_the_aggregate_forms_equal_the_per_client_forms():
+  rng = np.random.default_rng(2)
+  received = [rng.normal(size=(2, 2)), rng.normal(size=3)]
+  trained = [[r + rng.normal(size=r.shape) for r in received] for _ in range(3)]
+  h = [rng.normal(size=r.shape) for r in received]
+  mean_update = [np.mean([t[i] - received[i] for t in trained], axis=0) for i in range(2)]
+  model, new_h = feddyn.server_step(received, mean_update, 3, h, 0.2, 10)
+  want_h = feddyn.server_state_update(h, received, trained, 0.2, 10)
+  want_model = feddyn.server_model(trained, want_h, 0.2)
+  for got, want in zip(model + new_h, want_model + want_h):
+    np.testing.assert_allclose(got, want, atol=1e-12)
+  controls = [[rng.normal(size=r.shape) for r in received] for _ in range(3)]
+  control_sum = [sum(c[i] for c in controls) for i in range(2)]
+  for got, want in zip(feddyn.fedefc_server_step(received, mean_update, control_sum, 0.3),
+                       feddyn.fedefc_server_model(trained, controls, 0.3)):
+    np.testing.assert_allclose(got, want, atol=1e-12)
+  with pytest.raises(ValueError, match='4 clients took part out of m = 3'):
+    feddyn.server_step(received, mean_update, 4, h, 0.2, 3)
+
+
 def test_fedefc_code_variant_by_hand():
   # θ^{t-1} = 1; client 1 trained to 2 with c_1 = 0.5 before, client 2 to 4 with c_2 = 0.
   # c_k += θ^{t-1} - θ_k: c_1 = 0.5 - 1 = -0.5, c_2 = -3.

@@ -10,12 +10,14 @@ both have the model's shapes.
 - The client's state: g_k <- g_k - α(θ_k^t - θ^{t-1}) (``client_state_update``).
 - The server: h^t = h^{t-1} - (α/m) Σ_{k∈P_t} (θ_k^t - θ^{t-1}), m the number of ALL
   clients (the authors' code divides by it too), and
-  θ^t = (1/|P_t|) Σ_{k∈P_t} θ_k^t - h^t/α (``server_state_update``, ``server_model``).
+  θ^t = (1/|P_t|) Σ_{k∈P_t} θ_k^t - h^t/α (``server_state_update``, ``server_model``;
+  ``server_step`` from the round's unweighted mean update).
 
 FedEFC's code (Yu et al. 2025, the source of its Tables 2-3) runs another rule under the
 name FedDyn: clients train as FedAvg's (no term), the server keeps for each client the sum
 c_k of θ^{t-1} - θ_k^t over its rounds (``client_state_update`` with α = 1), and
-θ^t = (1/|P_t|) Σ_{k∈P_t} θ_k^t - μ Σ_{k∈P_t} c_k, μ = 1e-5 (``fedefc_server_model``).
+θ^t = (1/|P_t|) Σ_{k∈P_t} θ_k^t - μ Σ_{k∈P_t} c_k, μ = 1e-5 (``fedefc_server_model``,
+``fedefc_server_step``).
 ``feddyn_tf`` holds the TensorFlow twins of the client's terms and state update.
 """
 
@@ -85,3 +87,27 @@ def fedefc_server_model(trained_models, controls, mu: float = 1e-5) -> list:
           for i in range(count)]
   return [m - mu * sum(np.asarray(c[i], np.float64) for c in controls)
           for i, m in enumerate(mean)]
+
+
+def server_step(received, mean_update, count: int, server_state, alpha: float,
+                num_clients: int):
+  """(θ^t, h^t) from the round's aggregate: the unweighted mean update Δ̄ of its
+  ``count`` = |P_t| clients. Σ_{P_t}(θ_k^t - θ^{t-1}) = |P_t| Δ̄ and mean θ_k^t = θ^{t-1} + Δ̄,
+  so this is ``server_state_update`` then ``server_model``."""
+  _check_alpha(alpha)
+  if not 0 < count <= num_clients:
+    raise ValueError(f'{count} clients took part out of m = {num_clients}')
+  if not alpha > 0:
+    raise ValueError(f'the server model divides by alpha > 0, got {alpha}')
+  h = [np.asarray(s, np.float64) - alpha * count / num_clients * np.asarray(d, np.float64)
+       for s, d in zip(server_state, mean_update)]
+  model = [np.asarray(r, np.float64) + np.asarray(d, np.float64) - s / alpha
+           for r, d, s in zip(received, mean_update, h)]
+  return model, h
+
+
+def fedefc_server_step(received, mean_update, control_sum, mu: float = 1e-5) -> list:
+  """``fedefc_server_model`` from the aggregate: θ^{t-1} + Δ̄ - μ Σ_{P_t} c_k, Δ̄ the
+  unweighted mean update and ``control_sum`` the sum of the round's clients' new c_k."""
+  return [np.asarray(r, np.float64) + np.asarray(d, np.float64) - mu * np.asarray(c, np.float64)
+          for r, d, c in zip(received, mean_update, control_sum)]
