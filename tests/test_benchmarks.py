@@ -82,3 +82,40 @@ def test_method_cost_benchmark_runs_both_phases_on_both_runtimes(monkeypatch, tm
       'fedavg [tf]', 'fedavg [tff]', 'fedefc [tf] (corrected=0)', 'fedefc [tf] (corrected=1)',
       'fedefc [tff] (corrected=0)', 'fedefc [tff] (corrected=1)']
   assert all(row['median_s_per_round'] > 0 for row in results['methods'].values())
+
+
+def _run_script(tmp_path, name, *args) -> dict:
+  """Benchmark ``name`` run as a command (it runs its measurements in child processes),
+  writing its JSON under ``tmp_path``."""
+  out = tmp_path / f'{name}.json'
+  done = subprocess.run([sys.executable, os.path.join(_BENCHMARKS, f'{name}.py'), *args,
+                         '--out', str(out)], capture_output=True, text=True, timeout=900,
+                        check=False, cwd=os.path.join(_BENCHMARKS, '..'))
+  assert done.returncode == 0, done.stderr[-2000:]
+  return json.loads(out.read_text())
+
+
+@pytest.mark.slow
+def test_scale_benchmark_measures_the_tf_runtime_against_its_ceiling(tmp_path):
+  results = _run_script(tmp_path, 'scale', '--runtime', 'tf', '--clients', '30',
+                        '--rounds', '3', '--examples', '10', '--batch-size', '5')
+  (row,), (ceiling,) = results['sizes'], results['ceilings']
+  assert ceiling['clients'] == 30 and ceiling['clients_per_call'] == (
+      row['runtime_record']['clients_per_call'])
+  # Two steps of 2*B*(2*d*h + 3*h*C) FLOPs: B=5, d=64, h=128, C=10.
+  assert ceiling['flops_per_update'] == 2 * 2 * 5 * (2 * 64 * 128 + 3 * 128 * 10)
+  assert ceiling['products_updates_per_s'] > 0 and ceiling['hand_step_updates_per_s'] > 0
+  assert row['fraction_of_hand_step'] == pytest.approx(
+      row['clients_per_s'] / ceiling['hand_step_updates_per_s'])
+
+
+@pytest.mark.slow
+def test_soak_benchmark_samples_memory_every_round_on_both_runtimes(tmp_path):
+  results = _run_script(tmp_path, 'soak', '--runtime', 'tf,tff', '--clients', '8',
+                        '--rounds', '4,3', '--settle', '2')
+  tf_run, tff_run = results['runs']
+  assert (tf_run['runtime'], len(tf_run['driver_rss_bytes'])) == ('tf', 4)
+  assert (tff_run['runtime'], len(tff_run['worker_rss_bytes'])) == ('tff', 3)
+  assert tff_run['worker_rss_bytes'][0] > 0 and tf_run['settle_round'] == 2
+  total = [d + w for d, w in zip(tf_run['driver_rss_bytes'], tf_run['worker_rss_bytes'])]
+  assert tf_run['growth_after_settle'] == pytest.approx((total[-1] - total[1]) / total[1])
