@@ -93,6 +93,7 @@ def build_private_estimation(setup, program, *, temperature: float, nu: float,
     tau = tff.federated_map(threshold, tff.federated_sum(tff.federated_map(histogram, scores)))
     return tau, tff.federated_map(estimate, (scores, tff.federated_broadcast(tau)))
 
+  client_work.restore_eager_model_classes(setup.model_fn)
   return private_estimate
 
 
