@@ -179,3 +179,12 @@ def test_joint_optim_runs_equally_on_tff_and_tf():
   assert helpers.max_difference(runs['tff'].final_weights(), runs['tf'].final_weights()) < 1e-5
   for a, b in zip(runs['tff'].history[1:], runs['tf'].history[1:]):
     assert a['corrected_labels'] == pytest.approx(b['corrected_labels'], abs=1e-6)
+
+
+@pytest.mark.slow
+def test_a_resumed_run_keeps_the_labels_and_histories(tmp_path):
+  config = _digits()
+  whole = helpers.run_rounds(config)
+  resumed = helpers.run_with_restarts(config, str(tmp_path / 'ckpt'), restart_after=(1, 2))
+  assert helpers.max_difference(whole.final_weights(), resumed.final_weights()) == 0
+  assert resumed.history[-1]['corrected_labels'] == whole.history[-1]['corrected_labels']
