@@ -11,12 +11,14 @@ import tensorflow as tf
 
 from tff_noisy import diagnostics
 from tff_noisy import methods
+from tff_noisy import reporting
 from tff_noisy.errors import ConfigError
 from tff_noisy.federated import client_work
 from tff_noisy.federated.client_parts import ClientProgram
 from tff_noisy.methods.joint_optim import layout
 from tff_noisy.methods.joint_optim.diagnostics import SoftLabels
 from tff_noisy.methods.joint_optim.parts import JointOptimLoss
+from tff_noisy.methods.joint_optim.report import CorrectedLabelsSection
 from tff_noisy.tff_runtime import import_tff
 
 tff = import_tff()
@@ -171,6 +173,15 @@ def test_joint_optim_runs_on_digits_and_reports_its_labels():
   assert np.isfinite(run.history[-1]['test_accuracy'])
   fedavg = helpers.run_rounds(helpers.small_digits_config('fedavg', rounds=3, local_epochs=2))
   assert helpers.max_difference(run.final_weights(), fedavg.final_weights()) > 1e-4
+  # Its report section: one summary line, one table row (the last round's record).
+  results = {'rounds': run.history}
+  (line,) = CorrectedLabelsSection().summary(results)
+  assert line.startswith(f'Joint Optimization labels: accuracy {last["accuracy"]:.3f}')
+  w = reporting.Writer('.')
+  CorrectedLabelsSection().render(w, {None: {'joint_optim': [
+      reporting.Run('.', 'joint_optim', None, 1, results)]}})
+  assert w.lines[0] == '## Joint Optimization labels'
+  assert w.lines[-2].startswith(f'| joint_optim | seed 1 | 3 | {last["clients"]} |')
 
 
 @pytest.mark.slow

@@ -11,12 +11,14 @@ import tensorflow as tf
 
 from tff_noisy import diagnostics
 from tff_noisy import methods
+from tff_noisy import reporting
 from tff_noisy.errors import ConfigError
 from tff_noisy.federated import client_work
 from tff_noisy.federated.client_parts import ClientProgram
 from tff_noisy.methods.selfie import layout
 from tff_noisy.methods.selfie.diagnostics import Refurbishment
 from tff_noisy.methods.selfie.parts import SelfieLoss
+from tff_noisy.methods.selfie.report import RefurbishmentSection
 from tff_noisy.tff_runtime import import_tff
 
 tff = import_tff()
@@ -149,6 +151,15 @@ def test_selfie_runs_on_digits_and_reports_its_refurbishment():
   assert np.isfinite(run.history[-1]['test_accuracy'])
   fedavg = helpers.run_rounds(helpers.small_digits_config('fedavg', rounds=3, local_epochs=2))
   assert helpers.max_difference(run.final_weights(), fedavg.final_weights()) > 1e-4
+  # Its report section: one summary line, one table row (the last round's record).
+  results = {'rounds': run.history}
+  (line,) = RefurbishmentSection().summary(results)
+  assert line.startswith(f'SELFIE refurbishment: {last["refurbished"]} labels refurbished')
+  w = reporting.Writer('.')
+  RefurbishmentSection().render(w, {None: {'selfie': [reporting.Run('.', 'selfie', None, 1,
+                                                                    results)]}})
+  assert w.lines[0] == '## SELFIE refurbishment'
+  assert w.lines[-2].startswith(f'| selfie | seed 1 | 3 | {last["clients"]} |')
 
 
 @pytest.mark.slow

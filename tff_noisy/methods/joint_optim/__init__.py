@@ -5,6 +5,7 @@ import dataclasses
 from typing import Optional
 
 from tff_noisy.methods.common import MethodSpec
+from tff_noisy.methods.joint_optim import report
 from tff_noisy.params import described, Params, require
 
 
@@ -44,5 +45,6 @@ SPECS = {
         'averaged predictions, with prior and entropy terms', JointOptimParams,
         'tff_noisy.methods.joint_optim.algorithm:joint_optim',
         off_device='it keeps soft labels and an output history per example and its prior '
-        'term couples a batch (Joint Optimization)', display='JointOptim'),
+        'term couples a batch (Joint Optimization)', report_sections=report.SECTIONS,
+        display='JointOptim'),
 }

@@ -6,6 +6,7 @@ import dataclasses
 from typing import Optional
 
 from tff_noisy.methods.common import MethodSpec
+from tff_noisy.methods.selfie import report
 from tff_noisy.params import described, Params, require
 
 
@@ -44,5 +45,5 @@ SPECS = {
         'from consistent prediction histories', SelfieParams,
         'tff_noisy.methods.selfie.algorithm:selfie',
         off_device='it keeps a prediction history per example and selects within a batch '
-        '(SELFIE)', display='SELFIE'),
+        '(SELFIE)', report_sections=report.SECTIONS, display='SELFIE'),
 }
