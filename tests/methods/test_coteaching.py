@@ -9,7 +9,7 @@ import tensorflow as tf
 import models
 from tff_noisy import methods
 from tff_noisy.errors import ConfigError
-from tff_noisy.methods.coteaching.networks import two_networks
+from tff_noisy.methods.two_networks import two_networks
 from tff_noisy.ops import coteaching
 from tff_noisy.ops import coteaching_tf
 

@@ -24,18 +24,21 @@ from tff_noisy.errors import ConfigError
 from tff_noisy.methods import combined
 from tff_noisy.methods import confident_learning
 from tff_noisy.methods import coteaching
+from tff_noisy.methods import coteaching_plus
 from tff_noisy.methods import fedavg
 from tff_noisy.methods import fedcorr
 from tff_noisy.methods import fedds
 from tff_noisy.methods import fedefc
 from tff_noisy.methods import fedln
 from tff_noisy.methods import fednoro
+from tff_noisy.methods import joint_optim
 from tff_noisy.methods import logitclip
 from tff_noisy.methods import lsc
 from tff_noisy.methods import maskedoptim
 from tff_noisy.methods import moon
 from tff_noisy.methods import robust_losses
 from tff_noisy.methods import scaffold
+from tff_noisy.methods import selfie
 from tff_noisy.methods.common import MethodSpec, display_name
 from tff_noisy.params import Params
 
@@ -52,6 +55,9 @@ METHODS = registry.Registry('method.name', 'method', {
     **moon.SPECS,
     'fedds_moon': combined.FEDDS_MOON,
     **coteaching.SPECS,
+    **coteaching_plus.SPECS,
+    **selfie.SPECS,
+    **joint_optim.SPECS,
     **lsc.SPECS,
     **fedefc.SPECS,
     **maskedoptim.SPECS,

@@ -1,6 +1,6 @@
 """Co-teaching's client part: the cross-update loss (``ops.coteaching_tf``) on the
 two networks' logits, which the two-network model gives as its features
-(``networks``); the round's forget rate τ(T) is a server-decided hparam."""
+(``methods.two_networks``); the round's forget rate τ(T) is a server-decided hparam."""
 
 import numpy as np
 

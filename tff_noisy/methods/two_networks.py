@@ -1,5 +1,5 @@
-"""Co-teaching's two networks as one Keras model, so that the engine federates both
-(the server aggregates every variable of the model, each network's its own).
+"""Two networks as one Keras model (Co-teaching's and Co-teaching+'s), so that the engine
+federates both (the server aggregates every variable of the model, each network's its own).
 
 The model holds two independently initialised copies f and g of the configured model;
 its ``logits`` layer outputs f's logits (what evaluation and the training accuracy see)
