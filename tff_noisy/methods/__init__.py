@@ -26,6 +26,7 @@ from tff_noisy.methods import confident_learning
 from tff_noisy.methods import coteaching
 from tff_noisy.methods import fedavg
 from tff_noisy.methods import fedcorr
+from tff_noisy.methods import feddyn
 from tff_noisy.methods import fedds
 from tff_noisy.methods import fedefc
 from tff_noisy.methods import fedln
@@ -51,6 +52,7 @@ METHODS = registry.Registry('method.name', 'method', {
     'fedds_scaffold': combined.FEDDS_SCAFFOLD,
     **moon.SPECS,
     'fedds_moon': combined.FEDDS_MOON,
+    **feddyn.SPECS,
     **coteaching.SPECS,
     **lsc.SPECS,
     **fedefc.SPECS,
