@@ -29,6 +29,7 @@ from tff_noisy.methods import fedcorr
 from tff_noisy.methods import feddyn
 from tff_noisy.methods import fedds
 from tff_noisy.methods import fedefc
+from tff_noisy.methods import fedexp
 from tff_noisy.methods import fedln
 from tff_noisy.methods import fednoro
 from tff_noisy.methods import logitclip
@@ -53,6 +54,7 @@ METHODS = registry.Registry('method.name', 'method', {
     **moon.SPECS,
     'fedds_moon': combined.FEDDS_MOON,
     **feddyn.SPECS,
+    **fedexp.SPECS,
     **coteaching.SPECS,
     **lsc.SPECS,
     **fedefc.SPECS,
