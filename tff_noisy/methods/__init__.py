@@ -24,6 +24,7 @@ from tff_noisy.errors import ConfigError
 from tff_noisy.methods import combined
 from tff_noisy.methods import confident_learning
 from tff_noisy.methods import coteaching
+from tff_noisy.methods import ditto
 from tff_noisy.methods import fedavg
 from tff_noisy.methods import fedcorr
 from tff_noisy.methods import feddyn
@@ -54,6 +55,7 @@ METHODS = registry.Registry('method.name', 'method', {
     **moon.SPECS,
     'fedds_moon': combined.FEDDS_MOON,
     **feddyn.SPECS,
+    **ditto.SPECS,
     **fedexp.SPECS,
     **coteaching.SPECS,
     **lsc.SPECS,
