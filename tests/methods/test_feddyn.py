@@ -291,3 +291,17 @@ def test_digits_runs_are_equal_on_tff_and_tf(tmp_cache, variant):
   for want, got in zip(runs['tff'].rounds, runs['tf'].rounds):
     assert got['test_accuracy'] == pytest.approx(want['test_accuracy'], abs=1e-6)
     assert got['train_loss'] == pytest.approx(want['train_loss'], rel=1e-5)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('variant', ['fedefc', 'paper'])
+def test_a_resumed_run_keeps_the_client_states_and_h(tmp_path, tmp_cache, variant):
+  """The clients' c_k or g_k live in the store, h in the controller: a run restarted after
+  rounds 1 and 2 ends on the uninterrupted run's model, to the bit."""
+  del tmp_cache
+  config = helpers.small_digits_config('feddyn', 'tf', {'variant': variant, 'mu': 1e-2},
+                                       rounds=3, local_epochs=2)
+  whole = helpers.run_rounds(config)
+  resumed = helpers.run_with_restarts(config, str(tmp_path / 'ckpt'), restart_after=(1, 2))
+  assert helpers.max_difference(whole.final_weights(), resumed.final_weights()) == 0
+  assert [r['feddyn'] for r in whole.history] == [r['feddyn'] for r in resumed.history]

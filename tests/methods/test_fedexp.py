@@ -196,3 +196,15 @@ def test_digits_runs_are_equal_on_tff_and_tf(tmp_cache):
   for want, got in zip(runs['tff'].rounds, runs['tf'].rounds):
     assert got['eta_g'] == pytest.approx(want['eta_g'], rel=1e-5)
     assert got['test_accuracy'] == pytest.approx(want['test_accuracy'], abs=1e-6)
+
+
+@pytest.mark.slow
+def test_a_resumed_run_extrapolates_from_the_same_initial_model(tmp_path, tmp_cache):
+  """θ^0 lives in the controller: a run restarted after rounds 1 and 2 takes the same
+  η_g and ends on the uninterrupted run's model, to the bit."""
+  del tmp_cache
+  config = _config('fedexp', 'tf')
+  whole = helpers.run_rounds(config)
+  resumed = helpers.run_with_restarts(config, str(tmp_path / 'ckpt'), restart_after=(1, 2))
+  assert [r['eta_g'] for r in whole.history] == [r['eta_g'] for r in resumed.history]
+  assert helpers.max_difference(whole.final_weights(), resumed.final_weights()) == 0
