@@ -208,3 +208,10 @@ def test_a_resumed_run_extrapolates_from_the_same_initial_model(tmp_path, tmp_ca
   resumed = helpers.run_with_restarts(config, str(tmp_path / 'ckpt'), restart_after=(1, 2))
   assert [r['eta_g'] for r in whole.history] == [r['eta_g'] for r in resumed.history]
   assert helpers.max_difference(whole.final_weights(), resumed.final_weights()) == 0
+
+
+def test_a_run_with_another_server_learning_rate_stops_before_round_1(tmp_cache):
+  del tmp_cache
+  config = helpers.small_digits_config('fedexp', 'tf', server_lr=0.5)
+  with pytest.raises(ConfigError, match=r'^fl.server_lr: FedExP sets'):
+    driver.run_experiment(config, None, progress=False)

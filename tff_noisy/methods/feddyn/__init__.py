@@ -29,8 +29,8 @@ class FedDynParams(Params):
 OFF_DEVICE = ('each client keeps a model-shaped state and sends it (or its change) '
               'beside the update (FedDyn)')
 SPECS = {
-    'feddyn': MethodSpec('FedDyn (baseline; Acar et al. 2021, or FedEFC code\'s rule): '
-                         'dynamic regularisation', FedDynParams,
+    'feddyn': MethodSpec("FedDyn (baseline; FedEFC's code, or Acar et al. 2021): the "
+                         "server's drift correction, or dynamic regularisation", FedDynParams,
                          'tff_noisy.methods.feddyn.algorithm:feddyn', off_device=OFF_DEVICE,
                          display='FedDyn'),
 }
