@@ -25,10 +25,13 @@ from tff_noisy.methods import combined
 from tff_noisy.methods import confident_learning
 from tff_noisy.methods import coteaching
 from tff_noisy.methods import coteaching_plus
+from tff_noisy.methods import ditto
 from tff_noisy.methods import fedavg
 from tff_noisy.methods import fedcorr
+from tff_noisy.methods import feddyn
 from tff_noisy.methods import fedds
 from tff_noisy.methods import fedefc
+from tff_noisy.methods import fedexp
 from tff_noisy.methods import fedln
 from tff_noisy.methods import fednoro
 from tff_noisy.methods import joint_optim
@@ -54,6 +57,9 @@ METHODS = registry.Registry('method.name', 'method', {
     'fedds_scaffold': combined.FEDDS_SCAFFOLD,
     **moon.SPECS,
     'fedds_moon': combined.FEDDS_MOON,
+    **feddyn.SPECS,
+    **ditto.SPECS,
+    **fedexp.SPECS,
     **coteaching.SPECS,
     **coteaching_plus.SPECS,
     **selfie.SPECS,
