@@ -131,3 +131,17 @@ def test_fedlsr_runs_equally_on_tff_and_tf(tmp_cache):
   assert helpers.max_difference(runs['tff'].final_weights(), runs['tf'].final_weights()) < 1e-5
   for want, got in zip(runs['tff'].history, runs['tf'].history):
     assert got['train_loss'] == pytest.approx(want['train_loss'], rel=1e-5)
+
+
+@pytest.mark.slow
+def test_a_resumed_run_equals_the_uninterrupted_one(tmp_path, tmp_cache):
+  """The views and λ are drawn from the round's seed and the client's key: a run
+  restarted after rounds 1 and 2 trains exactly as the uninterrupted one."""
+  del tmp_cache
+  reference = helpers.run_with_restarts(_digits(), str(tmp_path / 'reference'))
+  resumed = helpers.run_with_restarts(_digits(), str(tmp_path / 'resumed'),
+                                      restart_after=(1, 2))
+  for want, got in zip(reference.history, resumed.history):
+    for key in ('train_loss', 'test_accuracy', parts.DISTILL_WEIGHT):
+      assert got[key] == want[key], key
+  assert helpers.max_difference(reference.final_weights(), resumed.final_weights()) == 0

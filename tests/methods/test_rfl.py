@@ -193,3 +193,17 @@ def test_rfl_runs_equally_on_tff_and_tf(tmp_cache):
   for want, got in zip(runs['tff'].history, runs['tf'].history):
     assert got['train_loss'] == pytest.approx(want['train_loss'], rel=1e-5)
     assert got['rfl_centroid_change'] == pytest.approx(want['rfl_centroid_change'], abs=1e-5)
+
+
+@pytest.mark.slow
+def test_a_resumed_run_equals_the_uninterrupted_one(tmp_path, tmp_cache):
+  """f_G lives in the server state's hparams: checkpointed, so a run restarted after
+  rounds 1 and 2 aggregates the same centroids and trains the same model."""
+  del tmp_cache
+  reference = helpers.run_with_restarts(_digits(), str(tmp_path / 'reference'))
+  resumed = helpers.run_with_restarts(_digits(), str(tmp_path / 'resumed'),
+                                      restart_after=(1, 2))
+  for want, got in zip(reference.history, resumed.history):
+    for key in ('train_loss', 'test_accuracy', 'rfl', 'rfl_centroid_change'):
+      assert got[key] == want[key], key
+  assert helpers.max_difference(reference.final_weights(), resumed.final_weights()) == 0
