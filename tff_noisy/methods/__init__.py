@@ -31,14 +31,17 @@ from tff_noisy.methods import fedcorr
 from tff_noisy.methods import feddyn
 from tff_noisy.methods import fedds
 from tff_noisy.methods import fedefc
+from tff_noisy.methods import fedelc
 from tff_noisy.methods import fedexp
 from tff_noisy.methods import fedln
+from tff_noisy.methods import fedlsr
 from tff_noisy.methods import fednoro
 from tff_noisy.methods import joint_optim
 from tff_noisy.methods import logitclip
 from tff_noisy.methods import lsc
 from tff_noisy.methods import maskedoptim
 from tff_noisy.methods import moon
+from tff_noisy.methods import rfl
 from tff_noisy.methods import robust_losses
 from tff_noisy.methods import scaffold
 from tff_noisy.methods import selfie
@@ -68,6 +71,9 @@ METHODS = registry.Registry('method.name', 'method', {
     **fedefc.SPECS,
     **maskedoptim.SPECS,
     **fednoro.SPECS,
+    **fedelc.SPECS,
+    **rfl.SPECS,
+    **fedlsr.SPECS,
     **fedcorr.SPECS,
 }, MethodSpec, discover=extensions.import_entry_points, unknown_hint=extensions.IMPORTS_HINT)
 

@@ -6,7 +6,9 @@ a round's sample) and returns its per-class mean cross-entropy in inference mode
 a class it lacks); the server fills, scales and votes over two-component GMM fits
 (``ops.detection``). Fewer than 2 clients, or a vote with one side empty, flag nobody
 (the record's ``status`` says why). ``NoisyClientDetection`` is the server step that runs
-the detection once and fixes each client's flag in its client-part state.
+the detection once and fixes each client's flag in its client-part state;
+``daagg_weighting`` is FedNoRo's distance-aware aggregation of the flagged clients'
+updates (Wu et al. 2023, stage 2), which FedELC reuses.
 """
 
 import collections
@@ -15,9 +17,11 @@ import numpy as np
 import tensorflow as tf
 
 from tff_noisy.federated import probe
+from tff_noisy.methods.noisy_clients import DaAggWeights
 from tff_noisy.methods.recipe import ServerStep, stored_labels
 from tff_noisy.ops import detection
 from tff_noisy.ops import detection_tf
+from tff_noisy.ops import fednoro
 
 
 def class_loss_statistic(num_classes: int):
@@ -110,3 +114,24 @@ class NoisyClientDetection(ServerStep):
       client[self.flag] = np.int32(flags.get(cid, False))
       server.store.set_objective_state(cid, client)
     return flags, {'after_round': self.params.warmup_rounds, **record}
+
+
+def daagg_weighting(client_ids, noisy):
+  """The weighting hook ``(results, global weights) -> (weights, diagnostics)`` of a
+  round whose clients ``client_ids`` are flagged ``noisy``: DaAgg's weights
+  (``ops.fednoro.daagg_weights``: n_k exp(−D_k) on the noisy clients, D_k their update's
+  normalised distance to the nearest clean one), with the ``daagg`` record and
+  ``daagg_weights`` (``noisy_clients.DaAggWeights``)."""
+
+  def weigh(results, global_weights):
+    del global_weights
+    sizes = [float(r.update_weight) for r in results]
+    daagg = fednoro.daagg_weights(
+        sizes, noisy, [[np.asarray(u) for u in tf.nest.flatten(r.update)] for r in results])
+    weights = dict(zip(client_ids, (float(w) for w in daagg.weights)))
+    return daagg.weights, {
+        'daagg': {'status': daagg.status,
+                  'distances': dict(zip(client_ids, (float(d) for d in daagg.distances)))},
+        'daagg_weights': DaAggWeights(weights, dict(zip(client_ids, sizes)))}
+
+  return weigh

@@ -1,13 +1,18 @@
 """Noisy-client detection's records, shared by the methods that flag noisy clients
-(MaskedOptim, FedNoRo, FedCorr): ``NoisyClients`` scores the flags against the clients
-whose labels are noisy, and ``DetectionSection`` is their section of ``tff-noisy report``
-(with the label estimates of the flagged clients, where a method estimates them)."""
+(MaskedOptim, FedELC, FedNoRo, FedCorr): ``NoisyClients`` scores the flags against the
+clients whose labels are noisy, ``LabelEstimates`` the labels a method estimates on the
+flagged clients against the true ones, ``DaAggWeights`` the share of a round's DaAgg
+weight on truly noisy clients (FedNoRo, FedELC), and ``DetectionSection`` is their
+section of ``tff-noisy report``."""
 
 from typing import Dict
+
+import numpy as np
 
 from tff_noisy import diagnostics
 from tff_noisy import reporting
 from tff_noisy.ops import detection
+from tff_noisy.ops import label_distribution
 
 
 class NoisyClients(diagnostics.Diagnostic):
@@ -28,6 +33,41 @@ class NoisyClients(diagnostics.Diagnostic):
     return {**self.unscored(),
             'detection_truth': detection.detection_report(
                 list(self.flags.values()), [truth.noise_rates[cid] for cid in self.flags])}
+
+
+class LabelEstimates(diagnostics.Diagnostic):
+  """``{client id: estimated labels [n]}`` of the flagged clients, against the observed
+  and the true labels (``label_estimate_accuracy``)."""
+
+  def __init__(self, estimates: Dict[str, np.ndarray]):
+    self.estimates = estimates
+
+  def scored(self, truth):
+    if not self.estimates:
+      return {}
+    return {'label_estimate_accuracy': label_distribution.estimate_accuracy_report(
+        self.estimates, truth.observed_labels, truth.true_labels)}
+
+
+class DaAggWeights(diagnostics.Diagnostic):
+  """``{client id: DaAgg weight}`` of a round (``daagg_weights``) and, against the truth,
+  the weight on clients whose labels are noisy (``daagg_weight_on_noisy``) beside their
+  share of the round's examples (``daagg_examples_on_noisy``)."""
+
+  def __init__(self, weights: Dict[str, float], sizes: Dict[str, float]):
+    self.weights = weights
+    self.sizes = sizes
+
+  def unscored(self):
+    return {'daagg_weights': self.weights}
+
+  def scored(self, truth):
+    noisy = [cid for cid in self.weights if truth.noise_rates[cid] > 0]
+    total = sum(self.sizes.values())
+    return {**self.unscored(),
+            'daagg_weight_on_noisy': float(sum(self.weights[c] for c in noisy)),
+            'daagg_examples_on_noisy': (float(sum(self.sizes[c] for c in noisy) / total)
+                                        if total else None)}
 
 
 _ROUND_KEYS = (('detection_truth', 'noisy-client detection vs the truth'),

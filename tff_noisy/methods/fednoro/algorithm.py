@@ -22,15 +22,11 @@ Reports: ``detection`` (once: the vote, every client's class-loss vector) with
 ``noisy_clients`` and ``detection_truth`` (precision and recall of the flags against the
 truly noisy clients); from round T_w + 1 each round's ``kd_weight`` and ``daagg``
 (status, normalised distances D_k) with ``daagg_weights`` and the weight on truly noisy
-clients (``diagnostics.DaAggWeights``).
+clients (``noisy_clients.DaAggWeights``).
 """
-
-import numpy as np
-import tensorflow as tf
 
 from tff_noisy.methods import client_detection
 from tff_noisy.methods.fednoro import parts as fednoro_parts
-from tff_noisy.methods.fednoro.diagnostics import DaAggWeights
 from tff_noisy.methods.noisy_clients import NoisyClients
 from tff_noisy.methods.recipe import Recipe
 from tff_noisy.ops import fednoro as fednoro_ops
@@ -60,19 +56,7 @@ class TwoStages(client_detection.NoisyClientDetection):
     if round_num < self.detection_round:
       return None
     noisy = [bool(s[fednoro_parts.NOISY]) for s in client_states]
-
-    def weigh(results, global_weights):
-      del global_weights
-      sizes = [float(r.update_weight) for r in results]
-      daagg = fednoro_ops.daagg_weights(
-          sizes, noisy, [[np.asarray(u) for u in tf.nest.flatten(r.update)] for r in results])
-      weights = dict(zip(client_ids, (float(w) for w in daagg.weights)))
-      return daagg.weights, {
-          'daagg': {'status': daagg.status,
-                    'distances': dict(zip(client_ids, (float(d) for d in daagg.distances)))},
-          'daagg_weights': DaAggWeights(weights, dict(zip(client_ids, sizes)))}
-
-    return weigh
+    return client_detection.daagg_weighting(client_ids, noisy)
 
 
 def fednoro(params, setup) -> Recipe:

@@ -2,7 +2,7 @@
 correction, geometric-median aggregation (docs/papers/maskedoptim.md).
 
 - Rounds 1..T_w (warm-up): every sampled client trains on cross-entropy of its logits
-  adjusted by its observed-label class prior (``parts.py``).
+  adjusted by its observed-label class prior (``methods.label_correction``).
 - Detection, before round T_w + 1, with the global model after T_w rounds: a probe runs
   on *every* client with data (not only the round's sample) and returns its per-class
   mean cross-entropy in inference mode (NaN for a class it lacks); the server fills,
@@ -31,42 +31,14 @@ noisy clients' current corrected labels, which the driver scores against the sim
 truth (``detection_truth``, ``label_estimate_accuracy``).
 """
 
-from tff_noisy.methods import client_detection
-from tff_noisy.methods.maskedoptim import parts as masked_optim
-from tff_noisy.methods.maskedoptim.diagnostics import LabelEstimates
-from tff_noisy.methods.noisy_clients import NoisyClients
+from tff_noisy.methods import label_correction
 from tff_noisy.methods.recipe import Recipe
-from tff_noisy.ops import label_distribution
-
-
-class DetectAndReport(client_detection.NoisyClientDetection):
-  """The detection before round T_w + 1; from then on, after every round, the flags and
-  the noisy clients' current corrected labels."""
-
-  def before(self, round_num, state, server):
-    if round_num != self.detection_round:
-      return state, {}
-    return state, {'detection': self.detect(state, server)[1]}
-
-  def after(self, round_num, state, server):
-    if round_num < self.detection_round:
-      return state, {}
-    program = server.process.program
-    flags, estimates = {}, {}
-    for cid, (_, y) in self.clients.items():
-      client = server.store.objective_state(cid, program, y)
-      flags[cid] = bool(client[masked_optim.NOISY])
-      if flags[cid]:
-        estimates[cid] = label_distribution.corrected_labels(
-            client[masked_optim.LABEL_LOGITS])
-    return state, {'noisy_clients': NoisyClients(flags),
-                   'label_estimates': LabelEstimates(estimates)}
 
 
 def maskedoptim(params, setup) -> Recipe:
   """Warm-up, one GMM detection on all clients, label correction on the noisy ones."""
-  return Recipe(parts=(masked_optim.MaskedOptimLoss(
+  return Recipe(parts=(label_correction.MaskedOptimLoss(
       setup.num_classes, alpha=params.alpha, beta=params.beta_value(), tau=params.tau,
       label_lr=params.label_lr, label_scale=params.label_scale, zeta=params.zeta,
       mask=params.mask, variant=params.loss_variant, clip=params.logit_clip),),
-                server=(DetectAndReport(params, masked_optim.NOISY),))
+                server=(label_correction.DetectAndReport(params, label_correction.NOISY),))

@@ -1,0 +1,51 @@
+"""FedLSR (Jiang et al., CIKM 2022; FNBench's ``LocalUpdateFedLSR``), on ``ops.fedlsr``.
+
+The clients train on FedLSR's loss over two views of each batch (``parts``); the server
+aggregates with the configured aggregator (FedAvg in the code) and, before round r, sets
+γ(r) = γ (r − 1) / t_w for r − 1 < t_w, else γ (``fedlsr.distillation_weight``, t_w =
+``warmup_ratio`` · fl.rounds unrounded) and the round's seed of the views and the mixing
+weights. Each client's key (its place among the clients) is a dataset field.
+
+Reports: every round ``lsr_distill_weight`` (γ(r)).
+"""
+
+import numpy as np
+
+from tff_noisy.federated.client_parts.mixup import MIX_KEY
+from tff_noisy.methods.fedlsr import parts as fedlsr_parts
+from tff_noisy.methods.recipe import DataPlan, Recipe, ServerStep
+from tff_noisy.ops import fedlsr as fedlsr_ops
+
+
+class DistillationRamp(ServerStep):
+  """γ(r) and the round's seed before round r; each client's key as its data field."""
+
+  def __init__(self, params, rounds: int, seed: int):
+    self.params = params
+    self.warmup = fedlsr_ops.warmup_rounds(rounds, params.warmup_ratio)
+    self.seed = int(seed)
+    self.keys = {}  # client id -> its place among the clients.
+
+  def prepare(self, server) -> dict:
+    self.keys = {cid: key for key, cid in enumerate(server.data.client_ids)}
+    return {}
+
+  def extras(self, client_id, num_examples, store) -> dict:
+    del store
+    return {MIX_KEY: np.full(num_examples, self.keys[client_id], np.int32)}
+
+  def before(self, round_num, state, server):
+    weight = fedlsr_ops.distillation_weight(round_num, self.params.gamma, self.warmup)
+    seed = np.int32(np.random.SeedSequence([self.seed, round_num]).generate_state(1)[0] >> 1)
+    state = server.process.set_hparams(state, {fedlsr_parts.DISTILL_WEIGHT: weight,
+                                               fedlsr_parts.SEED: seed})
+    return state, {fedlsr_parts.DISTILL_WEIGHT: weight}
+
+
+def fedlsr(params, setup) -> Recipe:
+  """Two views per batch with FedLSR's self-regularisation; γ(t) ramped by the server."""
+  ramp = DistillationRamp(params, setup.rounds, setup.seed)
+  return Recipe(parts=(fedlsr_parts.SelfRegularisation(
+      params.gamma_e, variant=params.variant, inverse_temperature=params.distill_t),),
+                data=DataPlan(fields={MIX_KEY: (np.int32, ())}, extras=ramp.extras),
+                server=(ramp,))
