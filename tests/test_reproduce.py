@@ -218,6 +218,8 @@ def test_maskedoptim_aggregates_as_its_paper_and_its_baselines_with_the_mean():
                            plan.seeds[:1], plan.method_overrides)
   assert {(r.method, r.config.fl.aggregator) for r in runs} == {
       ('fedavg', 'mean'), ('fedprox', 'mean'), ('coteaching', 'mean'), ('fednoro', 'mean'),
+      ('fedexp', 'mean'), ('coteaching_plus', 'mean'), ('joint_optim', 'mean'),
+      ('selfie', 'mean'), ('rfl', 'mean'), ('fedlsr', 'mean'), ('fedelc', 'mean'),
       ('maskedoptim', 'geometric_median_per_tensor')}
 
 
@@ -234,10 +236,12 @@ _CPU_METHODS = {
     ('maskedoptim', 'table3_cifar10'): ['fedavg', 'fedprox', 'maskedoptim'],
 }
 # The baselines' rows run at the cpu scale so far (their cells join the reports above).
-_CPU_BASELINES = {('fedefc', 'table2_mnist'): ['fedcorr'],
+_CPU_BASELINES = {('fedefc', 'table2_mnist'): ['fedcorr', 'ditto', 'feddyn'],
                   ('lsc', 'table2_cifar10'): ['logitclip', 'fednoro', 'fedcorr'],
                   ('fedds', 'table4_mnist'): ['scaffold', 'fedds_scaffold', 'moon', 'fedds_moon'],
-                  ('maskedoptim', 'table3_cifar10'): ['coteaching', 'fednoro']}
+                  ('maskedoptim', 'table3_cifar10'): [
+                      'coteaching', 'fednoro', 'fedexp', 'coteaching_plus', 'joint_optim',
+                      'selfie', 'rfl', 'fedlsr', 'fedelc']}
 
 
 def test_the_cpu_scales_run_the_methods_of_their_committed_reports_and_the_new_rows():
@@ -266,6 +270,9 @@ def test_the_baselines_rows_carry_the_papers_numbers():
   assert reproduce.table_of('fedefc', 'table2_mnist').paper_numbers['a100_p0.8']['fedcorr'] == 96.47
   mo = reproduce.table_of('maskedoptim', 'table3_cifar10').paper_numbers['sym_0.0-0.4']
   assert (mo['coteaching'], mo['fednoro']) == (66.42, 70.81)
+  assert (mo['fedexp'], mo['selfie'], mo['fedelc']) == (63.00, 64.49, 71.21)  # @Rec.
+  fedefc3 = reproduce.table_of('fedefc', 'table3_cifar100').paper_numbers['rho0.1_zeta0.0']
+  assert (fedefc3['ditto'], fedefc3['feddyn']) == (61.95, 64.20)
   assert reproduce.table_of('maskedoptim', 'table6_clothing1m').paper_numbers['clothing1m'] == {
       'fedavg': 69.26, 'fedprox': 67.62, 'coteaching': 69.77, 'fedcorr': 69.92,
       'fednoro': 70.62, 'maskedoptim': 71.89}
