@@ -129,26 +129,33 @@ def test_stage_two_trains_on_the_clients_own_corrected_loss(estimator, prior_com
     assert clipped >= 1  # Class 2 is absent.
 
 
-def test_the_monitor_is_server_only_state_the_server_steps_update():
+@pytest.mark.parametrize('monitor_from, switch, best', [('code', 4, 0.55),
+                                                    ('paper', 3, 0.6)])
+def test_the_monitor_is_server_only_state_the_server_steps_update(monitor_from, switch,
+                                                                  best):
   """FedEFC's prestopping counters live in the state's controller slot, the phase in the
   broadcast hparams; the server step's ``after`` updates both, and fires at the
-  prestopping point."""
+  prestopping point. t_mon = 1, gamma = 1, signals 0.5, 0.6, 0.55, 0.5: ``paper`` reads
+  rounds 2 on (0.6 is the best, round 3 fires); ``code`` rounds 3 on (0.55 is the best,
+  round 4 fires)."""
   process = process_lib.build_process(
       helpers.linear_model, helpers.client_dataset(*helpers.random_client(0, 4)).element_spec,
       tff.learning.optimizers.build_sgdm(_LR), program=ClientProgram([ForwardCorrection(_CLASSES)]),
       controller=fedefc_lib.MONITOR)
   step = fedefc_lib.Prestopping(fedefc_params.FedEFCParams(
-      t_mon=1, gamma=1, report_matrix_error=False))
+      t_mon=1, gamma=1, report_matrix_error=False, monitor_from=monitor_from))
   state = process.initialize()
   assert list(process.get_hparams(state)) == ['corrected']
   assert int(process.get_controller(state)['switch_round']) == -1
-  for round_num, signal in enumerate([0.5, 0.6, 0.55], start=1):
+  for round_num, signal in enumerate([0.5, 0.6, 0.55, 0.5], start=1):
     server = recipe.ServerContext(process, None, None, None,
                                   metrics={'objective': {'received_accuracy': signal}})
-    state, _ = step.after(round_num, state, server)
+    state, diagnostics = step.after(round_num, state, server)
+    assert diagnostics['prestop']['monitor_from'] == monitor_from
   assert int(process.get_hparams(state)['corrected']) == 1
   monitor = process.get_controller(state)
-  assert int(monitor['switch_round']) == 3 and monitor['monitor_best'] == np.float32(0.6)
+  assert int(monitor['switch_round']) == switch and monitor['monitor_best'] == np.float32(best)
   assert monitor['monitor_best'].dtype == np.float32
   with pytest.raises(ValueError, match="controller"):
     process.set_controller(state, {'switch_round': 4})
+
