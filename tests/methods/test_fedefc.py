@@ -6,6 +6,8 @@ the forward-corrected loss with the matrix the NumPy estimator gives on the rece
 model's probabilities (counts or anchors, with or without prior compensation).
 """
 
+import types
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -159,3 +161,30 @@ def test_the_monitor_is_server_only_state_the_server_steps_update(monitor_from, 
   with pytest.raises(ValueError, match="controller"):
     process.set_controller(state, {'switch_round': 4})
 
+
+# tau = [0.8, 0.3, 0.2, +inf]; rows 0 and 1 have two confident classes, 1 and 2: the
+# likeliest of them is 1, the global argmax 3 (nobody labelled 3) and 0 (below its
+# threshold). Counts C[label, guess]: ``passing`` diag(1, 2, 1, 0), ``cleanlab``
+# C[0, 0] = C[1, 0] = C[1, 3] = C[2, 2] = 1 (tests/ops/test_transition.py).
+_GUESS_PROBS = np.array([[0.10, 0.30, 0.20, 0.40], [0.45, 0.30, 0.20, 0.05],
+                         [0.80, 0.10, 0.05, 0.05], [0.50, 0.10, 0.20, 0.20]], np.float32)
+_GUESS_LABELS = np.array([1, 1, 0, 2])
+
+
+@pytest.mark.parametrize('guess, clipped', [('passing', 1.0), ('cleanlab', 2.0)])
+def test_the_part_estimates_with_its_guess_rule(guess, clipped):
+  part = fedefc_lib.fedefc(fedefc_params.FedEFCParams(guess=guess),
+                           types.SimpleNamespace(num_classes=4)).parts[0]
+  assert part.guess == guess
+  expected = transition.estimate_transition_matrix(_GUESS_PROBS, _GUESS_LABELS, guess=guess)
+  matrix, clipped_columns, singular = part.estimate(_GUESS_PROBS, _GUESS_LABELS)
+  np.testing.assert_allclose(matrix.numpy(), expected, atol=1e-7)
+  assert float(clipped_columns) == clipped and float(singular) == 0.0
+  # The on-device start (TFLite's) estimates the same matrix; log p as logits gives p back.
+  outputs = part._device_start(  # pylint: disable=protected-access
+      lambda x: x, tf.math.log(_GUESS_PROBS), _GUESS_LABELS, {'corrected': np.int32(1)})
+  np.testing.assert_allclose(outputs['matrix'].numpy(), expected, atol=1e-6)
+  assert not np.allclose(expected, transition.estimate_transition_matrix(
+      _GUESS_PROBS, _GUESS_LABELS, guess='cleanlab' if guess == 'passing' else 'passing'))
+  with pytest.raises(ValueError, match='guess must be one of passing, cleanlab'):
+    ForwardCorrection(4, guess='global')

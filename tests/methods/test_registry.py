@@ -59,6 +59,9 @@ def test_shared_groups_are_one_class():
     ('fedefc', {'monitor_from': 'round0'},
      "method.params.monitor_from: needs 'code' or 'paper', got 'round0'"),
     ('forward_correction', {'monitor_from': 'zero'}, "needs 'code' or 'paper'"),
+    ('fedefc', {'guess': 'argmax'},
+     "method.params.guess: needs 'passing' or 'cleanlab', got 'argmax'"),
+    ('forward_correction', {'guess': 'cleanlab'}, r"belongs to fedefc\)"),
     ('fedefc', {'t_mon': -1}, 'method.params.t_mon: needs an integer >= 0, got -1'),
     ('fedefc', {'signal': 'train'}, "method.params.signal: needs 'global' or 'training'"),
     ('fedefc', {'rule': 'last'}, "method.params.rule: needs 'best' or 'previous'"),
@@ -110,7 +113,7 @@ def test_bad_parameters_name_the_field(name, params, match):
 
 def test_fedefc_follows_the_released_codes_monitor_start_by_default():
   params = methods.resolve_params('fedefc', {}, rounds=100)
-  assert params.monitor_from == 'code'
+  assert (params.monitor_from, params.guess) == ('code', 'passing')
   assert methods.resolve_params('forward_correction', {}, rounds=100).monitor_from == 'code'
   # The last t_mon each reading accepts: its first monitored round is the last round.
   assert methods.resolve_params('fedefc', {'t_mon': 98}, rounds=100).t_mon == 98

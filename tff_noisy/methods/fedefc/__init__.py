@@ -47,8 +47,13 @@ class CorrectionParams(PrestopParams):
 @dataclasses.dataclass(frozen=True)
 class FedEFCParams(CorrectionParams):
   normalise: str = described('column', "Eq. 9: 'column' (p(noisy | true)) or 'row' (ablation).")
+  guess: str = described('passing', "True-class guess with 2+ classes over their thresholds: "
+                         "'passing': the likeliest of them; 'cleanlab': the global argmax "
+                         '([code]).')
 
   def check(self, rounds):
+    require(self.guess in ('passing', 'cleanlab'), 'guess', "'passing' or 'cleanlab'",
+            self.guess)
     require(self.normalise in ('column', 'row'), 'normalise', "'column' or 'row'",
              self.normalise)
     super().check(rounds)

@@ -18,9 +18,9 @@ resumed run switches exactly where the uninterrupted one does.
 Diagnostics, in each round's record: ``prestop`` (the signal, best, counter, rule,
 ``monitor_from`` and T_e once it has fired). With ``report_matrix_error``, in the first
 corrected round a probe re-estimates the round's clients' matrices with both estimators
-(column-normalised, from the same global model and data as the parts' ``start``) and the
-driver reports their L1 and cosine errors against the true per-client matrices, which
-never reach the method.
+(column-normalised, from the same global model and data as the parts' ``start``, FedEFC's
+with its ``guess``) and the driver reports their L1 and cosine errors against the true
+per-client matrices, which never reach the method.
 """
 
 import collections
@@ -45,7 +45,8 @@ def _matrix_estimates(part: fedefc_parts.ForwardCorrection):
     logits, labels = client_work.inference_pass(lambda x: model(x, training=False),
                                                 dataset)
     probs = tf.nn.softmax(tf.reshape(logits, [-1, num_classes]))
-    return (transition_tf.estimate_transition_matrix(probs, labels, num_classes),
+    return (transition_tf.estimate_transition_matrix(probs, labels, num_classes,
+                                                     guess=part.guess),
             transition_tf.anchor_transition_matrix(probs, part.anchor_percentile))
 
   return statistic
@@ -119,7 +120,8 @@ def fedefc(params, setup) -> Recipe:
   """Prestopping on the clients' noisy-label accuracy, then count-based forward correction."""
   return Recipe(parts=(fedefc_parts.ForwardCorrection(
       setup.num_classes, normalise=params.normalise, prior_comp=params.prior_comp,
-      signal=params.signal),), server=(Prestopping(params),), controller=MONITOR)
+      signal=params.signal, guess=params.guess),), server=(Prestopping(params),),
+                controller=MONITOR)
 
 
 def forward_correction(params, setup) -> Recipe:
