@@ -6,6 +6,8 @@ the forward-corrected loss with the matrix the NumPy estimator gives on the rece
 model's probabilities (counts or anchors, with or without prior compensation).
 """
 
+import types
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -129,26 +131,60 @@ def test_stage_two_trains_on_the_clients_own_corrected_loss(estimator, prior_com
     assert clipped >= 1  # Class 2 is absent.
 
 
-def test_the_monitor_is_server_only_state_the_server_steps_update():
+@pytest.mark.parametrize('monitor_from, switch, best', [('code', 4, 0.55),
+                                                    ('paper', 3, 0.6)])
+def test_the_monitor_is_server_only_state_the_server_steps_update(monitor_from, switch,
+                                                                  best):
   """FedEFC's prestopping counters live in the state's controller slot, the phase in the
   broadcast hparams; the server step's ``after`` updates both, and fires at the
-  prestopping point."""
+  prestopping point. t_mon = 1, gamma = 1, signals 0.5, 0.6, 0.55, 0.5: ``paper`` reads
+  rounds 2 on (0.6 is the best, round 3 fires); ``code`` rounds 3 on (0.55 is the best,
+  round 4 fires)."""
   process = process_lib.build_process(
       helpers.linear_model, helpers.client_dataset(*helpers.random_client(0, 4)).element_spec,
       tff.learning.optimizers.build_sgdm(_LR), program=ClientProgram([ForwardCorrection(_CLASSES)]),
       controller=fedefc_lib.MONITOR)
   step = fedefc_lib.Prestopping(fedefc_params.FedEFCParams(
-      t_mon=1, gamma=1, report_matrix_error=False))
+      t_mon=1, gamma=1, report_matrix_error=False, monitor_from=monitor_from))
   state = process.initialize()
   assert list(process.get_hparams(state)) == ['corrected']
   assert int(process.get_controller(state)['switch_round']) == -1
-  for round_num, signal in enumerate([0.5, 0.6, 0.55], start=1):
+  for round_num, signal in enumerate([0.5, 0.6, 0.55, 0.5], start=1):
     server = recipe.ServerContext(process, None, None, None,
                                   metrics={'objective': {'received_accuracy': signal}})
-    state, _ = step.after(round_num, state, server)
+    state, diagnostics = step.after(round_num, state, server)
+    assert diagnostics['prestop']['monitor_from'] == monitor_from
   assert int(process.get_hparams(state)['corrected']) == 1
   monitor = process.get_controller(state)
-  assert int(monitor['switch_round']) == 3 and monitor['monitor_best'] == np.float32(0.6)
+  assert int(monitor['switch_round']) == switch and monitor['monitor_best'] == np.float32(best)
   assert monitor['monitor_best'].dtype == np.float32
   with pytest.raises(ValueError, match="controller"):
     process.set_controller(state, {'switch_round': 4})
+
+
+# tau = [0.8, 0.3, 0.2, +inf]; rows 0 and 1 have two confident classes, 1 and 2: the
+# likeliest of them is 1, the global argmax 3 (nobody labelled 3) and 0 (below its
+# threshold). Counts C[label, guess]: ``passing`` diag(1, 2, 1, 0), ``cleanlab``
+# C[0, 0] = C[1, 0] = C[1, 3] = C[2, 2] = 1 (tests/ops/test_transition.py).
+_GUESS_PROBS = np.array([[0.10, 0.30, 0.20, 0.40], [0.45, 0.30, 0.20, 0.05],
+                         [0.80, 0.10, 0.05, 0.05], [0.50, 0.10, 0.20, 0.20]], np.float32)
+_GUESS_LABELS = np.array([1, 1, 0, 2])
+
+
+@pytest.mark.parametrize('guess, clipped', [('passing', 1.0), ('cleanlab', 2.0)])
+def test_the_part_estimates_with_its_guess_rule(guess, clipped):
+  part = fedefc_lib.fedefc(fedefc_params.FedEFCParams(guess=guess),
+                           types.SimpleNamespace(num_classes=4)).parts[0]
+  assert part.guess == guess
+  expected = transition.estimate_transition_matrix(_GUESS_PROBS, _GUESS_LABELS, guess=guess)
+  matrix, clipped_columns, singular = part.estimate(_GUESS_PROBS, _GUESS_LABELS)
+  np.testing.assert_allclose(matrix.numpy(), expected, atol=1e-7)
+  assert float(clipped_columns) == clipped and float(singular) == 0.0
+  # The on-device start (TFLite's) estimates the same matrix; log p as logits gives p back.
+  outputs = part._device_start(  # pylint: disable=protected-access
+      lambda x: x, tf.math.log(_GUESS_PROBS), _GUESS_LABELS, {'corrected': np.int32(1)})
+  np.testing.assert_allclose(outputs['matrix'].numpy(), expected, atol=1e-6)
+  assert not np.allclose(expected, transition.estimate_transition_matrix(
+      _GUESS_PROBS, _GUESS_LABELS, guess='cleanlab' if guess == 'passing' else 'passing'))
+  with pytest.raises(ValueError, match='guess must be one of passing, cleanlab'):
+    ForwardCorrection(4, guess='global')

@@ -50,8 +50,18 @@ def test_shared_groups_are_one_class():
     ('lsc', {'pca_components': 0}, 'method.params.pca_components: needs an integer >= 1'),
     ('lsc', {'weight': 3}, "method.params.weight: not a parameter of 'lsc'"),
     ('fedefc', {'gamma': 0}, 'method.params.gamma: needs an integer >= 1, got 0'),
-    ('fedefc', {'t_mon': 100}, r'method.params.t_mon: needs a round before the last '
-                               r'\(fl.rounds=100\), got 100'),
+    ('fedefc', {'t_mon': 99}, r'method.params.t_mon: needs a first monitored round '
+                              r'\(t_mon \+ 2 with monitor_from code\) within fl.rounds=100, '
+                              r'got 99'),
+    ('fedefc', {'t_mon': 100, 'monitor_from': 'paper'},
+     r'needs a first monitored round \(t_mon \+ 1 with monitor_from paper\) within '
+     r'fl.rounds=100, got 100'),
+    ('fedefc', {'monitor_from': 'round0'},
+     "method.params.monitor_from: needs 'code' or 'paper', got 'round0'"),
+    ('forward_correction', {'monitor_from': 'zero'}, "needs 'code' or 'paper'"),
+    ('fedefc', {'guess': 'argmax'},
+     "method.params.guess: needs 'passing' or 'cleanlab', got 'argmax'"),
+    ('forward_correction', {'guess': 'cleanlab'}, r"belongs to fedefc\)"),
     ('fedefc', {'t_mon': -1}, 'method.params.t_mon: needs an integer >= 0, got -1'),
     ('fedefc', {'signal': 'train'}, "method.params.signal: needs 'global' or 'training'"),
     ('fedefc', {'rule': 'last'}, "method.params.rule: needs 'best' or 'previous'"),
@@ -99,6 +109,16 @@ def test_shared_groups_are_one_class():
 def test_bad_parameters_name_the_field(name, params, match):
   with pytest.raises(ConfigError, match=match):
     methods.resolve_params(name, params, rounds=100)
+
+
+def test_fedefc_follows_the_released_codes_monitor_start_by_default():
+  params = methods.resolve_params('fedefc', {}, rounds=100)
+  assert (params.monitor_from, params.guess) == ('code', 'passing')
+  assert methods.resolve_params('forward_correction', {}, rounds=100).monitor_from == 'code'
+  # The last t_mon each reading accepts: its first monitored round is the last round.
+  assert methods.resolve_params('fedefc', {'t_mon': 98}, rounds=100).t_mon == 98
+  assert methods.resolve_params('fedefc', {'t_mon': 99, 'monitor_from': 'paper'},
+                                rounds=100).t_mon == 99
 
 
 def test_maskedoptim_beta_defaults_to_the_variants():

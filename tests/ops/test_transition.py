@@ -46,6 +46,43 @@ def test_confident_joint_by_hand():
   np.testing.assert_allclose(q.sum(axis=0), 1.0)
 
 
+# tau = [0.8, 0.3, 0.2, +inf] (class 3: nobody labelled 3). Confident classes J(x):
+# row 0 {1, 2} (global argmax 3, absent), row 1 {1, 2} (global argmax 0 fails its 0.8),
+# row 2 {0}, row 3 {2} (one class: both rules take it, not the global argmax 0).
+_GUESS_PROBS = np.array([[0.10, 0.30, 0.20, 0.40],   # labelled 1.
+                         [0.45, 0.30, 0.20, 0.05],   # labelled 1.
+                         [0.80, 0.10, 0.05, 0.05],   # labelled 0.
+                         [0.50, 0.10, 0.20, 0.20]])  # labelled 2.
+_GUESS_LABELS = np.array([1, 1, 0, 2])
+# C[label, guess]. ``passing``: guesses 1, 1, 0, 2. ``cleanlab``: 3, 0, 0, 2.
+_GUESS_COUNTS = {'passing': np.diag([1.0, 2.0, 1.0, 0.0]),
+                'cleanlab': np.array([[1.0, 0.0, 0.0, 0.0], [1.0, 0.0, 0.0, 1.0],
+                                      [0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 0.0]])}
+# Diagonal clipped to >= 1, then columns normalised: ``passing`` gives the identity;
+# ``cleanlab``'s column sums are 2, 1, 1, 2.
+_GUESS_MATRICES = {'passing': np.eye(4),
+                  'cleanlab': np.array([[0.5, 0.0, 0.0, 0.0], [0.5, 1.0, 0.0, 0.5],
+                                        [0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 0.5]])}
+
+
+@pytest.mark.parametrize('guess', ['passing', 'cleanlab'])
+def test_the_two_guess_rules_by_hand(guess):
+  np.testing.assert_allclose(transition.per_class_thresholds(_GUESS_PROBS, _GUESS_LABELS),
+                             [0.8, 0.3, 0.2, np.inf])
+  np.testing.assert_array_equal(
+      transition.confident_joint(_GUESS_PROBS, _GUESS_LABELS, guess), _GUESS_COUNTS[guess])
+  np.testing.assert_allclose(
+      transition.estimate_transition_matrix(_GUESS_PROBS, _GUESS_LABELS, guess=guess),
+      _GUESS_MATRICES[guess])
+
+
+def test_passing_is_the_default_guess_and_a_bad_one_raises():
+  np.testing.assert_array_equal(transition.confident_joint(_GUESS_PROBS, _GUESS_LABELS),
+                                _GUESS_COUNTS['passing'])
+  with pytest.raises(ValueError, match="guess must be one of passing, cleanlab, got 'max'"):
+    transition.confident_joint(_GUESS_PROBS, _GUESS_LABELS, 'max')
+
+
 def test_absent_class_gets_an_identity_column_and_infinite_threshold():
   rng = np.random.default_rng(0)
   probs = rng.dirichlet([5.0, 5.0, 0.1], size=40)

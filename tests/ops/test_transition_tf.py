@@ -28,14 +28,20 @@ def test_estimates_equal_numpy(seed, absent):
   np.testing.assert_allclose(
       transition_tf.per_class_thresholds(probs, labels, num_classes).numpy(),
       transition.per_class_thresholds(probs, labels), rtol=1e-12)
-  np.testing.assert_array_equal(
-      transition_tf.confident_joint(probs, labels, num_classes).numpy(),
-      transition.confident_joint(probs, labels))
-  for normalise in transition.NORMALISATIONS:
-    np.testing.assert_allclose(
-        transition_tf.estimate_transition_matrix(probs, labels, num_classes,
-                                                 normalise).numpy(),
-        transition.estimate_transition_matrix(probs, labels, normalise), atol=1e-7)
+  for guess in transition.GUESSES:
+    np.testing.assert_array_equal(
+        transition_tf.confident_joint(probs, labels, num_classes, guess).numpy(),
+        transition.confident_joint(probs, labels, guess))
+    for normalise in transition.NORMALISATIONS:
+      np.testing.assert_allclose(
+          transition_tf.estimate_transition_matrix(probs, labels, num_classes, normalise,
+                                                   guess).numpy(),
+          transition.estimate_transition_matrix(probs, labels, normalise, guess),
+          atol=1e-7)
+  # The data exercise the rules' difference (2+ confident classes, the global argmax
+  # not the likeliest of them), so the agreement above covers both branches.
+  assert not np.array_equal(transition.confident_joint(probs, labels, 'passing'),
+                            transition.confident_joint(probs, labels, 'cleanlab'))
   for percentile in (97.0, 50.0, 100.0, 33.3):
     np.testing.assert_allclose(
         transition_tf.anchor_transition_matrix(probs, percentile).numpy(),
@@ -46,6 +52,26 @@ def test_estimates_equal_numpy(seed, absent):
   q = transition.estimate_transition_matrix(probs, labels)
   np.testing.assert_allclose(transition_tf.compensate_prior(q, prior).numpy(),
                              transition.compensate_prior(q, prior), atol=1e-7)
+
+
+@pytest.mark.parametrize('guess, counts', [
+    # test_transition.py's example, derived there: tau = [0.8, 0.3, 0.2, +inf]; rows 0
+    # and 1 have 2 confident classes (1, 2), whose likeliest is 1, while the global
+    # argmax is 3 (nobody labelled 3) and 0 (below its threshold).
+    ('passing', np.diag([1.0, 2.0, 1.0, 0.0])),
+    ('cleanlab', [[1.0, 0.0, 0.0, 0.0], [1.0, 0.0, 0.0, 1.0], [0.0, 0.0, 1.0, 0.0],
+                  [0.0, 0.0, 0.0, 0.0]])])
+def test_the_two_guess_rules_by_hand(guess, counts):
+  probs = np.array([[0.10, 0.30, 0.20, 0.40], [0.45, 0.30, 0.20, 0.05],
+                    [0.80, 0.10, 0.05, 0.05], [0.50, 0.10, 0.20, 0.20]], np.float32)
+  labels = np.array([1, 1, 0, 2])
+  np.testing.assert_array_equal(
+      transition_tf.confident_joint(probs, labels, 4, guess).numpy(), counts)
+  np.testing.assert_allclose(
+      transition_tf.estimate_transition_matrix(probs, labels, 4, guess=guess).numpy(),
+      transition.estimate_transition_matrix(probs, labels, guess=guess), atol=1e-7)
+  with pytest.raises(ValueError, match='guess must be one of passing, cleanlab'):
+    transition_tf.confident_joint(probs, labels, 4, 'max')
 
 
 def test_singularity_equals_numpy():

@@ -6,9 +6,11 @@ implementation details and its code do; docs/papers/fedefc.md, ambiguity 1). It 
 transpose of ``data.noise``'s row-stochastic T.
 
 - FedEFC's estimate (Eqs. 3-9): per-class thresholds tau_j, each sample's confident guess
-  of its true class, the count matrix C[noisy, guess], its diagonal clipped at >= 1 [code]
-  (every column sum stays positive; a class no sample is guessed as gets an identity
-  column), normalised by columns (``row``: the displayed Eq. 9, kept for ablation).
+  of its true class (``guess``: ``passing``, the likeliest class over its threshold, or
+  ``cleanlab``, [code]'s rule; docs/papers/fedefc.md, ambiguity 8), the count matrix
+  C[noisy, guess], its diagonal clipped at >= 1 [code] (every column sum stays positive;
+  a class no sample is guessed as gets an identity column), normalised by columns
+  (``row``: the displayed Eq. 9, kept for ablation).
 - Patrini's anchor estimate (the forward-correction baseline): column j is the mean
   predicted distribution of the samples whose p_j reaches its 97th percentile.
 - The forward-corrected loss -log((Q softmax(z))_y + 1e-12) (Eqs. 14-16) and [code]'s
@@ -27,6 +29,7 @@ THRESHOLD_SLACK = 1e-6  # A class is confident when p_j >= tau_j - this [code].
 EPSILON = 1e-12  # Inside the corrected loss's log (docs/papers/fedefc.md, ambiguity 9).
 SINGULAR_TOLERANCE = 1e-6  # Singular: smallest singular value <= this x the largest.
 NORMALISATIONS = ('column', 'row')
+GUESSES = ('passing', 'cleanlab')
 
 
 def _check_probs(probs) -> np.ndarray:
@@ -57,18 +60,31 @@ def per_class_thresholds(probs, noisy_labels) -> np.ndarray:
   return np.maximum(means, THRESHOLD_FLOOR)
 
 
-def confident_joint(probs, noisy_labels) -> np.ndarray:
+def check_guess(guess: str) -> str:
+  """``guess`` if it is one of ``GUESSES``; a ValueError otherwise."""
+  if guess not in GUESSES:
+    raise ValueError(f"guess must be one of {', '.join(GUESSES)}, got {guess!r}")
+  return guess
+
+
+def confident_joint(probs, noisy_labels, guess: str = 'passing') -> np.ndarray:
   """C[i, j] = #{x labelled i whose confident guess y*(x) is j} (Eqs. 3-4, 7), unclipped.
 
-  y*(x) is the class with the largest p_j among those with p_j >= tau_j - 1e-6 [code];
-  a sample with no such class is not counted.
+  J(x) = {j : p_j >= tau_j - 1e-6} [code]; a sample with J(x) empty is not counted. With
+  one class in J(x), y*(x) is that class. With two or more: ``passing``, the class of J(x)
+  with the largest p_j; ``cleanlab`` ([code]'s ``util/count.py``, cleanlab's rule), the
+  argmax of p over all classes, which may be outside J(x) or a class no sample is
+  labelled with.
   """
+  check_guess(guess)
   probs, labels = _check(probs, noisy_labels)
   confident = probs >= per_class_thresholds(probs, labels) - THRESHOLD_SLACK
   counted = confident.any(axis=1)
-  guess = np.argmax(np.where(confident, probs, -np.inf), axis=1)
+  guessed = np.argmax(np.where(confident, probs, -np.inf), axis=1)
+  if guess == 'cleanlab':
+    guessed = np.where(confident.sum(axis=1) > 1, np.argmax(probs, axis=1), guessed)
   num_classes = probs.shape[1]
-  counts = np.bincount(labels[counted] * num_classes + guess[counted],
+  counts = np.bincount(labels[counted] * num_classes + guessed[counted],
                        minlength=num_classes**2)
   return counts.reshape(num_classes, num_classes).astype(np.float64)
 
@@ -85,9 +101,10 @@ def normalise_counts(counts, normalise: str = 'column') -> np.ndarray:
   return counts / counts.sum(axis=axis, keepdims=True)
 
 
-def estimate_transition_matrix(probs, noisy_labels, normalise: str = 'column') -> np.ndarray:
+def estimate_transition_matrix(probs, noisy_labels, normalise: str = 'column',
+                               guess: str = 'passing') -> np.ndarray:
   """FedEFC's Q [C, C] from a model's probabilities [N, C] and the noisy labels [N]."""
-  return normalise_counts(confident_joint(probs, noisy_labels), normalise)
+  return normalise_counts(confident_joint(probs, noisy_labels, guess), normalise)
 
 
 def anchor_transition_matrix(probs, percentile: float = 97.0) -> np.ndarray:

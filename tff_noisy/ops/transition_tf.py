@@ -8,6 +8,7 @@ equal. ``num_classes`` is static: it fixes the matrices' shapes in the TFF types
 
 import tensorflow as tf
 
+from tff_noisy.ops.transition import check_guess
 from tff_noisy.ops.transition import NORMALISATIONS
 from tff_noisy.ops.transition import SINGULAR_TOLERANCE
 from tff_noisy.ops.transition import THRESHOLD_FLOOR
@@ -25,16 +26,22 @@ def per_class_thresholds(probs, noisy_labels, num_classes: int):
   return tf.maximum(means, THRESHOLD_FLOOR)
 
 
-def confident_joint(probs, noisy_labels, num_classes: int):
-  """C[i, j] = #{x labelled i with confident guess j} (Eqs. 3-4, 7), unclipped, float64."""
+def confident_joint(probs, noisy_labels, num_classes: int, guess: str = 'passing'):
+  """C[i, j] = #{x labelled i with confident guess j} (Eqs. 3-4, 7), unclipped, float64;
+  with 2+ confident classes the guess is the likeliest of them (``passing``) or the
+  global argmax (``cleanlab``, [code])."""
+  check_guess(guess)
   probs = tf.cast(probs, tf.float64)
   noisy_labels = tf.cast(noisy_labels, tf.int64)
   thresholds = per_class_thresholds(probs, noisy_labels, num_classes)
   confident = probs >= thresholds - THRESHOLD_SLACK
   counted = tf.cast(tf.reduce_any(confident, axis=1), tf.float64)
   masked = tf.where(confident, probs, tf.constant(float('-inf'), tf.float64))
-  guess = tf.argmax(masked, axis=1, output_type=tf.int64)
-  counts = tf.math.unsorted_segment_sum(counted, noisy_labels * num_classes + guess,
+  guessed = tf.argmax(masked, axis=1, output_type=tf.int64)
+  if guess == 'cleanlab':
+    several = tf.reduce_sum(tf.cast(confident, tf.int32), axis=1) > 1
+    guessed = tf.where(several, tf.argmax(probs, axis=1, output_type=tf.int64), guessed)
+  counts = tf.math.unsorted_segment_sum(counted, noisy_labels * num_classes + guessed,
                                         num_classes * num_classes)
   return tf.reshape(counts, [num_classes, num_classes])
 
@@ -51,9 +58,10 @@ def normalise_counts(counts, normalise: str = 'column'):
 
 
 def estimate_transition_matrix(probs, noisy_labels, num_classes: int,
-                               normalise: str = 'column'):
+                               normalise: str = 'column', guess: str = 'passing'):
   """FedEFC's Q [C, C] (float32) from probabilities [N, C] and noisy labels [N]."""
-  return normalise_counts(confident_joint(probs, noisy_labels, num_classes), normalise)
+  return normalise_counts(confident_joint(probs, noisy_labels, num_classes, guess),
+                          normalise)
 
 
 def _percentile(values, percentile: float):

@@ -5,20 +5,22 @@ Stage 1 is FedAvg with cross-entropy. After each round the server's prestopping 
 the clients' own noisy labels: the received global model's before local training
 (``signal: global``, the paper's Eq. 2, measured in its client part's ``start``) or the
 running training accuracy (``training``, [code]; ``train_client_mean_accuracy``). Once
-it has not improved for gamma monitored rounds (rounds after t_mon) the round is the
-prestopping point T_e and every later round trains with the forward-corrected loss on
-each client's own Q^k (``parts.py``). Nothing stops or rolls back.
+it has not improved for gamma monitored rounds (rounds after t_mon + 1, [code]'s timing;
+after t_mon with ``monitor_from: paper``) the round is the prestopping point T_e and every
+later round trains with the forward-corrected loss on each client's own Q^k
+(``parts.py``). Nothing stops or rolls back.
 
 ``forward_correction`` is the same with Patrini's anchor estimate (the baseline). The
 phase lives in the process state's hparams (broadcast: the clients read it), the
 monitor's counters in its controller slot (server-only); a checkpoint keeps both, so a
 resumed run switches exactly where the uninterrupted one does.
 
-Diagnostics, in each round's record: ``prestop`` (the signal, best, counter, rule and T_e
-once it has fired). With ``report_matrix_error``, in the first corrected round a probe
-re-estimates the round's clients' matrices with both estimators (column-normalised, from
-the same global model and data as the parts' ``start``) and the driver reports their L1 and
-cosine errors against the true per-client matrices, which never reach the method.
+Diagnostics, in each round's record: ``prestop`` (the signal, best, counter, rule,
+``monitor_from`` and T_e once it has fired). With ``report_matrix_error``, in the first
+corrected round a probe re-estimates the round's clients' matrices with both estimators
+(column-normalised, from the same global model and data as the parts' ``start``, FedEFC's
+with its ``guess``) and the driver reports their L1 and cosine errors against the true
+per-client matrices, which never reach the method.
 """
 
 import collections
@@ -43,7 +45,8 @@ def _matrix_estimates(part: fedefc_parts.ForwardCorrection):
     logits, labels = client_work.inference_pass(lambda x: model(x, training=False),
                                                 dataset)
     probs = tf.nn.softmax(tf.reshape(logits, [-1, num_classes]))
-    return (transition_tf.estimate_transition_matrix(probs, labels, num_classes),
+    return (transition_tf.estimate_transition_matrix(probs, labels, num_classes,
+                                                     guess=part.guess),
             transition_tf.anchor_transition_matrix(probs, part.anchor_percentile))
 
   return statistic
@@ -100,7 +103,7 @@ class Prestopping(ServerStep):
       signal = metrics['train_client_mean_accuracy']
     before = self.monitor(process, state)
     after = prestop.step(before, signal, round_num, t_mon=params.t_mon, gamma=params.gamma,
-                         rule=params.rule)
+                         rule=params.rule, monitor_from=params.monitor_from)
     state = process.set_hparams(state, {'corrected': int(after.switched)})
     state = process.set_controller(state, {
         'monitor_best': after.best, 'monitor_previous': after.previous,
@@ -108,6 +111,7 @@ class Prestopping(ServerStep):
     return state, {'prestop': {
         'corrected': int(before.switched),  # The phase this round trained in.
         'signal': signal, 'signal_kind': params.signal, 'rule': params.rule,
+        'monitor_from': params.monitor_from,
         'best': after.best, 'count': after.count,
         'switch_round': after.switch_round if after.switched else None}}
 
@@ -116,7 +120,8 @@ def fedefc(params, setup) -> Recipe:
   """Prestopping on the clients' noisy-label accuracy, then count-based forward correction."""
   return Recipe(parts=(fedefc_parts.ForwardCorrection(
       setup.num_classes, normalise=params.normalise, prior_comp=params.prior_comp,
-      signal=params.signal),), server=(Prestopping(params),), controller=MONITOR)
+      signal=params.signal, guess=params.guess),), server=(Prestopping(params),),
+                controller=MONITOR)
 
 
 def forward_correction(params, setup) -> Recipe:

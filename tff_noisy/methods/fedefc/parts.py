@@ -7,7 +7,9 @@ Two phases, set by the server through the ``corrected`` hparam (the prestopping 
 - stage 2 (1): the part's ``start`` reads the just-received global model in inference mode over
   the client's whole local set and estimates the client's own Q^k[i, j] = p(noisy i |
   true j) from its probabilities and noisy labels: FedEFC's confident-joint counts
-  (Eqs. 3-9) or Patrini's anchors (the baseline), optionally prior-compensated [code].
+  (Eqs. 3-9; ``guess`` picks the true-class guess of an example with several confident
+  classes, ``ops.transition.confident_joint``) or Patrini's anchors (the baseline),
+  optionally prior-compensated [code].
   Local training then uses -log((Q^k softmax(z))_y + 1e-12) (Eqs. 14-16). Q^k is
   re-estimated every round and never leaves the client.
 
@@ -52,10 +54,11 @@ class ForwardCorrection(ClientPart):
   def __init__(self, num_classes: int, *, estimator: str = 'confident_joint',
                normalise: str = 'column',
                anchor_percentile: float = 97.0, prior_comp: bool = False,
-               signal: str = 'global'):
+               signal: str = 'global', guess: str = 'passing'):
     for name, value, allowed in (('estimator', estimator, ESTIMATORS),
                                  ('normalise', normalise, transition.NORMALISATIONS),
-                                 ('signal', signal, SIGNALS)):
+                                 ('signal', signal, SIGNALS),
+                                 ('guess', guess, transition.GUESSES)):
       if value not in allowed:
         raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
     self.num_classes = int(num_classes)
@@ -64,6 +67,7 @@ class ForwardCorrection(ClientPart):
     self.anchor_percentile = float(anchor_percentile)
     self.prior_comp = bool(prior_comp)
     self.signal = signal
+    self.guess = guess
     self.hparams = collections.OrderedDict(corrected=np.int32(0))
     self.metric_names = (('received_accuracy',) if signal == 'global' else ()) + (
         'matrix_singular', 'matrix_clipped_columns')
@@ -85,7 +89,7 @@ class ForwardCorrection(ClientPart):
     if self.estimator == 'anchor':
       return (transition_tf.anchor_transition_matrix(probs, self.anchor_percentile),
               tf.constant(0.0))
-    counts = transition_tf.confident_joint(probs, labels, self.num_classes)
+    counts = transition_tf.confident_joint(probs, labels, self.num_classes, self.guess)
     clipped = tf.reduce_sum(tf.cast(tf.linalg.diag_part(counts) < 1.0, tf.float32))
     return transition_tf.normalise_counts(counts, self.normalise), clipped
 
