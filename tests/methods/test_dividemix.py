@@ -226,3 +226,12 @@ def test_dividemix_runs_equally_on_tff_and_tf():
   assert helpers.max_difference(runs['tff'].final_weights(), runs['tf'].final_weights()) < 1e-5
   assert [r['dividemix_selection'] for r in runs['tff'].history[1:]] == [
       r['dividemix_selection'] for r in runs['tf'].history[1:]]
+
+
+@pytest.mark.slow
+def test_a_resumed_run_keeps_the_divisions(tmp_path):
+  config = _digits()
+  whole = helpers.run_rounds(config)
+  resumed = helpers.run_with_restarts(config, str(tmp_path / 'ckpt'), restart_after=(1, 2))
+  assert helpers.max_difference(whole.final_weights(), resumed.final_weights()) == 0
+  assert resumed.history[-1]['dividemix_selection'] == whole.history[-1]['dividemix_selection']

@@ -24,7 +24,10 @@ after warm-up (Algorithm 1):
   not print, as in MixMatch); L_reg = Σ_c π_c log(π_c / mean_{X' ∪ U'} f_c), π = 1/C;
   L = L_X + λ_u L_U + λ_r L_reg with λ_u ramped linearly over 16 rounds after warm-up.
 
-``dividemix_tf`` holds the TensorFlow twins of what runs inside a training step.
+``clean_probability`` fits sklearn's GMM as the codes do (its k-means start draws from a
+seed); ``clean_probability_em`` runs the same EM from a fixed start (means at the scaled
+losses' min and max), which ``dividemix_tf.clean_probability`` runs inside a client's
+round. ``dividemix_tf`` holds the TensorFlow twins of what runs inside a training step.
 """
 
 import warnings

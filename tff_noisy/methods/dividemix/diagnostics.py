@@ -9,8 +9,8 @@ from tff_noisy.ops import dividemix
 
 
 class CleanSelection(diagnostics.Diagnostic):
-  """``{client id: w [n, 2]}`` (columns: network f's GMM, network g's) of the clients
-  divided this round, and τ: ``dividemix_selection`` holds, for each network's division
+  """``{client id: w [n, 2]}`` (columns: network f's GMM, network g's) of every client
+  divided so far (its latest division, from the start of its last round), and τ: ``dividemix_selection`` holds, for each network's division
   over all their examples (``ops.dividemix.selection_report``), how many are labelled
   and the precision and recall of that labelled set for the clean labels (observed =
   true). f's division trains g and g's trains f."""
