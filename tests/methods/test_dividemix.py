@@ -13,12 +13,14 @@ import tensorflow as tf
 
 from tff_noisy import diagnostics
 from tff_noisy import methods
+from tff_noisy import reporting
 from tff_noisy.errors import ConfigError
 from tff_noisy.federated import client_work
 from tff_noisy.federated.client_parts import ClientProgram
 from tff_noisy.methods.dividemix.algorithm import ScheduleAndReport
 from tff_noisy.methods.dividemix.diagnostics import CleanSelection
 from tff_noisy.methods.dividemix.parts import DivideMixLoss
+from tff_noisy.methods.dividemix.report import SelectionSection
 from tff_noisy.methods.two_networks import two_networks
 from tff_noisy.ops import dividemix
 from tff_noisy.ops import dividemix_tf
@@ -218,6 +220,17 @@ def test_dividemix_runs_on_digits_and_reports_its_selection():
       assert selection[f'selected_{name}'] > 0
       assert 0 <= selection[f'precision_{name}'] <= 1 and 0 < selection[f'recall_{name}'] <= 1
   assert all(np.isfinite(r['test_accuracy']) for r in run.history)
+  # Its report section: one summary line, one table row (the last round's record).
+  last = run.history[-1]['dividemix_selection']
+  results = {'rounds': run.history}
+  (line,) = SelectionSection().summary(results)
+  assert line.startswith('DivideMix clean selection: precision ')
+  w = reporting.Writer('.')
+  SelectionSection().render(w, {None: {'dividemix': [
+      reporting.Run('.', 'dividemix', None, 1, results)]}})
+  assert w.lines[0] == '## DivideMix clean selection'
+  assert w.lines[-2].startswith(f'| dividemix | seed 1 | 3 | {last["clients"]} | '
+                                f'{last["selected_f"]} |')
 
 
 @pytest.mark.slow

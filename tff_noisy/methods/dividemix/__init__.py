@@ -7,6 +7,7 @@ import dataclasses
 from typing import Optional
 
 from tff_noisy.methods.common import MethodSpec
+from tff_noisy.methods.dividemix import report
 from tff_noisy.params import described, Params, require
 
 
@@ -46,5 +47,6 @@ SPECS = {
         'MixMatch on the clean/noisy division of the other\'s loss GMM', DivideMixParams,
         'tff_noisy.methods.dividemix.algorithm:dividemix',
         off_device='it trains two networks on a per-client GMM division with MixMatch '
-        'mixing within a batch (DivideMix)', display='DivideMix'),
+        'mixing within a batch (DivideMix)', report_sections=report.SECTIONS,
+        display='DivideMix'),
 }
