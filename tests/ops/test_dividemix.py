@@ -164,3 +164,88 @@ def test_the_mixmatch_draw_is_at_least_one_half_and_a_permutation():
   assert lams.min() >= 0.5 and lams.max() <= 1.0
   for _, permutation in draws:
     assert sorted(permutation.numpy()) == list(range(8))
+
+
+def _gamma_losses(seed=0):
+  rng = np.random.default_rng(seed)
+  return np.concatenate([rng.gamma(2.0, 0.1, 40), rng.gamma(2.0, 0.1, 15) + 1.5])
+
+
+def test_the_fixed_start_em_is_sklearn_s_em_from_that_start():
+  # sklearn's GaussianMixture given weights (1/2, 1/2), means (0, 1) and both variances
+  # var(x) + reg_covar runs the same EM iterations and stopping rule.
+  from sklearn import mixture  # pylint: disable=g-import-not-at-top
+  losses = _gamma_losses()
+  x = dividemix.normalized_losses(losses)[:, None]
+  var = x.var() + dividemix.GMM_REG_COVAR
+  gmm = mixture.GaussianMixture(2, max_iter=dividemix.GMM_MAX_ITER, tol=dividemix.GMM_TOL,
+                                reg_covar=dividemix.GMM_REG_COVAR, weights_init=[0.5, 0.5],
+                                means_init=[[0.0], [1.0]],
+                                precisions_init=np.full((2, 1, 1), 1.0 / var))
+  gmm.fit(x)
+  expected = gmm.predict_proba(x)[:, int(np.argmin(gmm.means_[:, 0]))]
+  np.testing.assert_allclose(dividemix.clean_probability_em(losses), expected, atol=1e-9)
+
+
+def test_the_fixed_start_em_splits_tight_clusters_and_cannot_split_equal_losses():
+  # As the sklearn fit above: each cluster gets a component of variance reg_covar.
+  np.testing.assert_allclose(dividemix.clean_probability_em([0.2, 0.2, 0.2, 4.0, 4.0, 4.0]),
+                             [1, 1, 1, 0, 0, 0], atol=1e-12)
+  np.testing.assert_array_equal(dividemix.clean_probability_em([0.7]), [1.0])
+  np.testing.assert_array_equal(dividemix.clean_probability_em([0.7, 0.7]), [1.0, 1.0])
+  w = dividemix.clean_probability_em(_gamma_losses())
+  assert w[:40].min() > 0.9 and w[40:].max() < 0.1
+
+
+@pytest.mark.parametrize('losses', [_gamma_losses(0), _gamma_losses(3)[::-1],
+                                    np.array([0.2, 0.2, 0.2, 4.0, 4.0, 4.0]),
+                                    np.array([0.5]), np.array([1.0, 1.0, 1.0])])
+def test_tf_em_matches_numpy(losses):
+  np.testing.assert_allclose(dividemix_tf.clean_probability(tf.constant(losses, tf.float32)),
+                             dividemix.clean_probability_em(losses.astype(np.float32)),
+                             atol=1e-5)
+
+
+def test_tf_em_stops_at_max_iter():
+  losses = _gamma_losses()
+  np.testing.assert_allclose(dividemix_tf.clean_probability(losses, max_iter=1, tol=0.0),
+                             dividemix.clean_probability_em(losses, max_iter=1, tol=0.0),
+                             atol=1e-6)
+  assert not np.allclose(dividemix.clean_probability_em(losses, max_iter=1, tol=0.0),
+                         dividemix.clean_probability_em(losses), atol=1e-3)
+
+
+def test_masked_loss_is_the_ordered_one_with_rows_anywhere():
+  rng = np.random.default_rng(1)
+  logits = rng.normal(size=(5, 3))
+  targets = dividemix.sharpen(rng.uniform(size=(5, 3)), 0.5)
+  ordered = dividemix.per_example_loss(logits, targets, 2, lambda_u=3.0, lambda_r=0.5)
+  np.testing.assert_allclose(dividemix.masked_per_example_loss(
+      logits, targets, [True, True, False, False, False], 3.0, 0.5), ordered)
+  order = np.array([3, 0, 4, 1, 2])  # Labelled rows 0, 1 land at places 1 and 3.
+  moved = dividemix.masked_per_example_loss(logits[order], targets[order],
+                                            order < 2, 3.0, 0.5)
+  np.testing.assert_allclose(moved, ordered[order])
+  np.testing.assert_allclose(
+      dividemix_tf.masked_per_example_loss(tf.constant(logits[order], tf.float32),
+                                           tf.constant(targets[order], tf.float32),
+                                           tf.constant(order < 2), 3.0, 0.5),
+      moved, rtol=1e-5)
+
+
+def test_masked_loss_by_hand_with_no_labelled_row():
+  # Logits 0: softmax (1/2, 1/2); targets (1, 0): every row is U', squared error mean_c
+  # = 1/4, λ_u = 2 gives 1/2 per row; L_reg = 0 (mean prediction uniform).
+  loss = dividemix.masked_per_example_loss(np.zeros((2, 2)), [[1, 0], [1, 0]],
+                                           [False, False], 2.0)
+  np.testing.assert_allclose(loss, [0.5, 0.5])
+
+
+def test_selection_report_by_hand():
+  # Clean: examples 0, 1, 3 (observed = true). Selected 0, 2: one clean of two selected,
+  # one of three clean selected.
+  report = dividemix.selection_report([True, False, True, False], [0, 1, 2, 0],
+                                      [0, 1, 1, 0])
+  assert report == {'selected': 2, 'precision': 0.5, 'recall': pytest.approx(1 / 3)}
+  assert dividemix.selection_report([False], [0], [1]) == {
+      'selected': 0, 'precision': None, 'recall': None}

@@ -26,6 +26,7 @@ from tff_noisy.methods import confident_learning
 from tff_noisy.methods import coteaching
 from tff_noisy.methods import coteaching_plus
 from tff_noisy.methods import ditto
+from tff_noisy.methods import dividemix
 from tff_noisy.methods import fedavg
 from tff_noisy.methods import fedcorr
 from tff_noisy.methods import feddyn
@@ -66,6 +67,7 @@ METHODS = registry.Registry('method.name', 'method', {
     **coteaching.SPECS,
     **coteaching_plus.SPECS,
     **selfie.SPECS,
+    **dividemix.SPECS,
     **joint_optim.SPECS,
     **lsc.SPECS,
     **fedefc.SPECS,

@@ -24,7 +24,10 @@ after warm-up (Algorithm 1):
   not print, as in MixMatch); L_reg = Σ_c π_c log(π_c / mean_{X' ∪ U'} f_c), π = 1/C;
   L = L_X + λ_u L_U + λ_r L_reg with λ_u ramped linearly over 16 rounds after warm-up.
 
-``dividemix_tf`` holds the TensorFlow twins of what runs inside a training step.
+``clean_probability`` fits sklearn's GMM as the codes do (its k-means start draws from a
+seed); ``clean_probability_em`` runs the same EM from a fixed start (means at the scaled
+losses' min and max), which ``dividemix_tf.clean_probability`` runs inside a client's
+round. ``dividemix_tf`` holds the TensorFlow twins of what runs inside a training step.
 """
 
 import warnings
@@ -166,3 +169,65 @@ def per_example_loss(logits, targets, num_labelled: int, lambda_u: float,
   loss = np.where(is_x, ce * n / max(num_labelled, 1),
                   lambda_u * squared * n / max(num_unlabelled, 1))
   return loss + lambda_r * prior_regularizer(logits)
+
+
+def clean_probability_em(losses, max_iter: int = GMM_MAX_ITER, tol: float = GMM_TOL,
+                         reg_covar: float = GMM_REG_COVAR) -> np.ndarray:
+  """w [n] as ``clean_probability`` (Li et al. 2020, §3.1), by EM from a fixed start: the
+  means at the scaled losses' min and max (0 and 1), both variances their variance plus
+  ``reg_covar``, weights 1/2 (sklearn's k-means start is replaced, so no seed is drawn).
+  EM stops after ``max_iter`` iterations or when the mean log-likelihood changes by less
+  than ``tol`` (sklearn's rule); w is the final parameters' posterior of the
+  smaller-mean component. Fewer than 2 examples or all-equal losses: every w is 1."""
+  x = normalized_losses(losses)
+  if len(x) < 2 or np.all(x == x[0]):
+    return np.ones(len(x))
+  means = np.array([0.0, 1.0])
+  variances = np.full(2, x.var() + reg_covar)
+  weights = np.full(2, 0.5)
+
+  def e_step():
+    log_prob = (np.log(weights) - 0.5 * (np.log(2 * np.pi * variances)
+                                         + (x[:, None] - means) ** 2 / variances))
+    norm = scipy.special.logsumexp(log_prob, axis=1)
+    return norm, np.exp(log_prob - norm[:, None])
+
+  bound = -np.inf
+  for _ in range(max_iter):
+    norm, resp = e_step()
+    counts = resp.sum(axis=0) + 10 * np.finfo(np.float64).eps
+    means = resp.T @ x / counts
+    variances = (resp * (x[:, None] - means) ** 2).sum(axis=0) / counts + reg_covar
+    weights = counts / counts.sum()
+    previous, bound = bound, norm.mean()
+    if abs(bound - previous) < tol:
+      break
+  return e_step()[1][:, int(np.argmin(means))]
+
+
+def masked_per_example_loss(logits, targets, labelled, lambda_u: float,
+                            lambda_r: float = 1.0) -> np.ndarray:
+  """``per_example_loss`` with X' the rows where ``labelled`` [N] (bool) holds, in any
+  order: its mean is L_X over them + λ_u L_U over the others + λ_r L_reg (Eq. 12)."""
+  logits = np.asarray(logits, np.float64)
+  targets = np.asarray(targets, np.float64)
+  labelled = np.asarray(labelled, bool)
+  n, num_labelled = len(logits), int(labelled.sum())
+  log_p = scipy.special.log_softmax(logits, axis=-1)
+  ce = -np.sum(targets * log_p, axis=-1)
+  squared = np.mean((np.exp(log_p) - targets) ** 2, axis=-1)
+  loss = np.where(labelled, ce * n / max(num_labelled, 1),
+                  lambda_u * squared * n / max(n - num_labelled, 1))
+  return loss + lambda_r * prior_regularizer(logits)
+
+
+def selection_report(selected, true_labels, observed_labels) -> dict:
+  """The labelled set X (``selected`` [n] bool) against the truth: ``selected`` (its
+  size), ``precision`` (its share of clean labels, observed = true) and ``recall`` (the
+  share of clean labels in it); None where a denominator is 0."""
+  selected = np.asarray(selected, bool)
+  clean = np.asarray(true_labels) == np.asarray(observed_labels)
+  hits = int((selected & clean).sum())
+  return {'selected': int(selected.sum()),
+          'precision': hits / int(selected.sum()) if selected.any() else None,
+          'recall': hits / int(clean.sum()) if clean.any() else None}

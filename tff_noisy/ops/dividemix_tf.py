@@ -2,6 +2,7 @@
 (no gradient flows into them, as the released code's ``torch.no_grad``), the MixMatch draw
 and the three loss terms."""
 
+import numpy as np
 import tensorflow as tf
 
 from tff_noisy.ops import mixup_tf
@@ -69,4 +70,58 @@ def per_example_loss(logits, targets, num_labelled, lambda_u, lambda_r=1.0):
   u_scale = total / tf.cast(tf.maximum(n - num_labelled, 1), logits.dtype)
   loss = tf.where(is_x, x_scale * labelled_loss(logits, targets),
                   tf.cast(lambda_u, logits.dtype) * u_scale * unlabelled_loss(logits, targets))
+  return loss + tf.cast(lambda_r, logits.dtype) * prior_regularizer(logits)
+
+
+def clean_probability(losses, max_iter: int = 100, tol: float = 1e-2,
+                      reg_covar: float = 5e-4):
+  """``dividemix.clean_probability_em`` (Li et al. 2020, §3.1; co-divide) in float64 on
+  the losses [n]: EM on the min-max scaled losses from means (0, 1), variances var + reg,
+  weights 1/2; w [n] float32, ones when n < 2 or the losses are all equal."""
+  losses = tf.cast(tf.reshape(losses, [-1]), tf.float64)
+  n = tf.size(losses)
+
+  def fit():
+    low = tf.reduce_min(losses)
+    x = (losses - low) / (tf.reduce_max(losses) - low)
+    eps = tf.constant(10 * 2.220446049250313e-16, tf.float64)
+
+    def e_step(params):
+      means, variances, weights = params
+      log_prob = (tf.math.log(weights) - 0.5 * (
+          tf.math.log(2 * np.pi * variances) + tf.square(x[:, None] - means) / variances))
+      norm = tf.reduce_logsumexp(log_prob, axis=1)
+      return norm, tf.exp(log_prob - norm[:, None])
+
+    def body(i, params, bound, done):
+      del done
+      norm, resp = e_step(params)
+      counts = tf.reduce_sum(resp, axis=0) + eps
+      means = tf.reduce_sum(resp * x[:, None], axis=0) / counts
+      variances = tf.reduce_sum(resp * tf.square(x[:, None] - means), axis=0) / counts
+      params = (means, variances + reg_covar, counts / tf.reduce_sum(counts))
+      new_bound = tf.reduce_mean(norm)
+      return i + 1, params, new_bound, tf.abs(new_bound - bound) < tol
+
+    start = (tf.constant([0.0, 1.0], tf.float64),
+             tf.fill([2], tf.math.reduce_variance(x) + reg_covar),
+             tf.constant([0.5, 0.5], tf.float64))
+    _, params, _, _ = tf.while_loop(
+        lambda i, params, bound, done: tf.logical_and(i < max_iter, tf.logical_not(done)),
+        body, (tf.constant(0), start, tf.constant(-np.inf, tf.float64), tf.constant(False)))
+    resp = e_step(params)[1]
+    return tf.cast(tf.gather(resp, tf.argmin(params[0]), axis=1), tf.float32)
+
+  degenerate = tf.logical_or(n < 2, tf.equal(tf.reduce_min(losses), tf.reduce_max(losses)))
+  return tf.cond(degenerate, lambda: tf.ones([n], tf.float32), fit)
+
+
+def masked_per_example_loss(logits, targets, labelled, lambda_u, lambda_r=1.0):
+  """``dividemix.masked_per_example_loss``: ℓ [N], X' the rows where ``labelled``."""
+  labelled = tf.cast(labelled, tf.bool)
+  total = tf.cast(tf.shape(logits)[0], logits.dtype)
+  count = tf.reduce_sum(tf.cast(labelled, logits.dtype))
+  loss = tf.where(labelled, total / tf.maximum(count, 1.0) * labelled_loss(logits, targets),
+                  tf.cast(lambda_u, logits.dtype) * total / tf.maximum(total - count, 1.0)
+                  * unlabelled_loss(logits, targets))
   return loss + tf.cast(lambda_r, logits.dtype) * prior_regularizer(logits)
