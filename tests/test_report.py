@@ -685,3 +685,25 @@ def test_the_noise_model_of_data_given_in_python_is_named_as_such():
   assert noise('custom', 'none') == 'the labels as given in Python'
   assert noise('custom', 'symmetric') == 'symmetric, flipping the labels given in Python'
   assert noise('digits', 'symmetric') == 'symmetric'
+
+
+def test_a_last_round_section_reads_each_runs_last_record():
+  class Demo(reporting.LastRoundSection):
+    round_keys = ('demo',)
+    title, explanation = 'Demo', 'What it shows.'
+    columns = (('clients', 'clients'), ('share', 'share'))
+
+    def summary_line(self, last):
+      return f"share {last['share']}" if 'share' in last else None
+
+  results = {'rounds': [{'round': 1, 'demo': {'clients': 2, 'share': 0.5}}, {'round': 2},
+                        {'round': 3, 'demo': {'clients': 3, 'share': 0.75}}, {'round': 4}]}
+  section = Demo()
+  assert section.last(results) == {'clients': 3, 'share': 0.75, 'round': 3}
+  assert section.summary(results) == ['share 0.75'] and section.summary({}) == []
+  w = reporting.Writer('.')
+  section.render(w, {None: {'m': [reporting.Run('.', 'm', None, 0, results)],
+                            'other': [reporting.Run('o', 'other', None, 0, {'rounds': []})]}})
+  assert w.lines[:3] == ['## Demo', '', 'What it shows.']
+  rows = [line for line in w.lines if line.startswith('| ') and 'method' not in line]
+  assert rows == ['| m | seed 0 | 3 | 3 | 0.750 |']  # No row for a run without one.

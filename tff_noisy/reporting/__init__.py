@@ -296,3 +296,43 @@ class Section:
     """``(setting, method, runs)`` of each method whose runs include one ``recorded``."""
     return [(s, m, runs) for s, methods in groups.items() for m, runs in methods.items()
             if any(recorded(run.results) for run in runs)]
+
+
+class LastRoundSection(Section):
+  """A section of one per-round record (``round_keys[0]``), as each run's last round left
+  it: a table of ``columns`` (``(header, field)`` pairs, after setting, method, run, round)
+  under ``title`` and ``explanation``, and ``summary_line`` for ``compare``."""
+
+  title: str = ''
+  explanation: str = ''
+  columns: tuple = ()
+
+  def last(self, results) -> dict:
+    """The last round's record (its round number under ``round``), or {}."""
+    key = self.round_keys[0]
+    records = [r for r in results.get('rounds', []) if r.get(key)]
+    return dict(records[-1][key], round=records[-1].get('round')) if records else {}
+
+  def summary_line(self, last: dict) -> Optional[str]:
+    """The line ``compare`` prints of a run's last record; None: nothing to say."""
+    del last
+    return None
+
+  def summary(self, results):
+    line = self.summary_line(self.last(results))
+    return [line] if line else []
+
+  def render(self, w, groups):
+    rows = []
+    has_setting = any(s is not None for s in groups)
+    for setting, method, runs in self.found(groups, self.last):
+      for run in runs:
+        last = self.last(run.results)
+        if last:
+          rows.append(([setting] if has_setting else []) + [
+              method, seed_label(run), num(last.get('round'))] + [
+                  num(last.get(field)) for _, field in self.columns])
+    if rows:
+      w.add(f'## {self.title}', '', self.explanation, '')
+      w.table((['setting'] if has_setting else []) + ['method', 'run', 'round'] + [
+          header for header, _ in self.columns], rows)
