@@ -148,7 +148,13 @@ class ServerContext:
 
 @dataclasses.dataclass(frozen=True)
 class Recipe:
-  """A method, as the engine runs it (module docstring)."""
+  """A method, as the engine runs it (module docstring).
+
+  ``weighting(round_num, state, client_ids, client_states, server)`` returns None (the
+  aggregator's own weights this round) or a hook ``(client results, global weights) ->
+  (update weights, diagnostics)`` that runs between the clients' training and the
+  aggregation (``FederatedProcess.next``'s ``aggregation_weights``).
+  """
   parts: Sequence = (CrossEntropy(),)
   client_model: Optional[Callable] = None
   data: DataPlan = DataPlan()
