@@ -3,6 +3,8 @@ image model against ``ops.fedlsr``'s NumPy loss (the two views' logits from one 
 pass, the second view and λ drawn from the step's seeds, the update weight the number of
 examples), flat inputs refused, the parameters' errors, and a digits run through the
 driver with γ(t)'s ramp (tf; equal on tff, slow)."""
+import types
+
 import helpers
 import numpy as np
 import pytest
@@ -13,6 +15,7 @@ from tff_noisy.errors import ConfigError
 from tff_noisy.federated import client_work
 from tff_noisy.federated.client_parts import ClientProgram
 from tff_noisy.federated.client_parts.mixup import MIX_KEY
+from tff_noisy.methods.fedlsr import algorithm
 from tff_noisy.methods.fedlsr import parts
 from tff_noisy.ops import fedlsr
 from tff_noisy.ops import fedlsr_tf
@@ -95,6 +98,15 @@ def test_flat_inputs_have_no_second_view():
   with pytest.raises(ValueError, match=r"second view needs images \[B, H, W, channels\]"):
     train(initial, helpers.client_dataset(x, y, **{MIX_KEY: np.zeros(4, np.int32)}), {},
           {parts.DISTILL_WEIGHT: tf.constant(0.0), parts.SEED: tf.constant(0)})
+
+
+def test_flat_inputs_are_refused_when_the_run_is_assembled():
+  """Before any work: the data's inputs fix the element spec the recipe's fields check."""
+  data = types.SimpleNamespace(input_shape=(64,))
+  with pytest.raises(ConfigError, match=r"fedlsr's second view needs image inputs .* shape \(64,\)"):
+    algorithm.image_fields(data)
+  assert algorithm.image_fields(types.SimpleNamespace(input_shape=(8, 8, 1))) == {
+      MIX_KEY: (np.int32, ())}
 
 
 @pytest.mark.parametrize('params, match', [

@@ -11,9 +11,9 @@ Reports: every round ``lsr_distill_weight`` (γ(r)).
 
 import numpy as np
 
-from tff_noisy.federated.client_parts.mixup import MIX_KEY
+from tff_noisy.errors import ConfigError
+from tff_noisy.methods.contract import DataPlan, MIX_KEY, Recipe, ServerStep
 from tff_noisy.methods.fedlsr import parts as fedlsr_parts
-from tff_noisy.methods.recipe import DataPlan, Recipe, ServerStep
 from tff_noisy.ops import fedlsr as fedlsr_ops
 
 
@@ -42,10 +42,20 @@ class DistillationRamp(ServerStep):
     return state, {fedlsr_parts.DISTILL_WEIGHT: weight}
 
 
+def image_fields(data) -> dict:
+  """The client's key field, for data of images [H, W, channels] only (the second view
+  is an image augmentation): a ConfigError before any work for other inputs."""
+  shape = tuple(data.input_shape)
+  if len(shape) != 3:
+    raise ConfigError(f"method.name: fedlsr's second view needs image inputs [height, "
+                      f'width, channels]; the data\'s inputs have shape {shape}')
+  return {MIX_KEY: (np.int32, ())}
+
+
 def fedlsr(params, setup) -> Recipe:
   """Two views per batch with FedLSR's self-regularisation; γ(t) ramped by the server."""
   ramp = DistillationRamp(params, setup.rounds, setup.seed)
   return Recipe(parts=(fedlsr_parts.SelfRegularisation(
       params.gamma_e, variant=params.variant, inverse_temperature=params.distill_t),),
-                data=DataPlan(fields={MIX_KEY: (np.int32, ())}, extras=ramp.extras),
+                data=DataPlan(fields=image_fields, extras=ramp.extras),
                 server=(ramp,))
