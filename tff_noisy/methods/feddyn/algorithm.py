@@ -78,18 +78,14 @@ class DynamicCorrection(contract.ServerStep):
   def __init__(self, names, alpha: float):
     self.names, self.alpha = names, float(alpha)
     self.h_names = feddyn_parts.state_names(H_PREFIX, len(names))
-    self.num_clients = None  # m, from the data (``prepare``).
-
-  def prepare(self, server) -> dict:
-    self.num_clients = len(server.data.client_ids)
-    return {}
 
   def after(self, round_num, state, server):
     del round_num
     process = server.process
     controller = process.get_controller(state)
+    num_clients = len(server.data.client_ids)  # m: every client of the data.
     h = [np.asarray(controller[n], np.float64)
-         + np.asarray(server.outputs[g], np.float64) / self.num_clients
+         + np.asarray(server.outputs[g], np.float64) / num_clients
          for n, g in zip(self.h_names, self.names)]
     aggregate = process.get_model_weights(state)
     trainable = [np.asarray(w) for w in aggregate.trainable]

@@ -12,14 +12,8 @@ from tff_noisy.ops import scaffold as scaffold_ops
 
 
 class ServerControlVariate(contract.ServerStep):
-  """c += sum_S(Δc_i)/N after each round, from the clients' summed Δc (their outputs)."""
-
-  def __init__(self):
-    self.num_clients = None  # N, from the data (``prepare``).
-
-  def prepare(self, server) -> dict:
-    self.num_clients = len(server.data.client_ids)
-    return {}
+  """c += sum_S(Δc_i)/N after each round, from the clients' summed Δc (their outputs); N
+  is the data's number of clients."""
 
   def after(self, round_num, state, server):
     del round_num
@@ -27,7 +21,8 @@ class ServerControlVariate(contract.ServerStep):
     hparams = process.get_hparams(state)
     names = tuple(hparams)  # The control variates' (the only hparams).
     control = scaffold_ops.server_control_update(
-        [hparams[n] for n in names], [server.outputs[n] for n in names], self.num_clients)
+        [hparams[n] for n in names], [server.outputs[n] for n in names],
+        len(server.data.client_ids))
     return process.set_hparams(state, dict(hparams, **dict(zip(names, control)))), {}
 
 
