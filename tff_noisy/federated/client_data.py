@@ -44,8 +44,9 @@ def steps_per_pass(num_examples: int, batch_size: int) -> int:
 
 def make_client_data(x: np.ndarray, y: np.ndarray, batch_size: int, shuffle_seed: int,
                      extra=None) -> ClientData:
-  """A client's ``ClientData``; ``index`` is each example's position in its data."""
-  features = collections.OrderedDict(x=x.astype(np.float32), y=y.astype(np.int64),
+  """A client's ``ClientData``; ``index`` is each example's position in its data. Arrays
+  already of the field's dtype are kept, not copied (nothing writes to a client's data)."""
+  features = collections.OrderedDict(x=np.asarray(x, np.float32), y=np.asarray(y, np.int64),
                                      index=np.arange(len(y), dtype=np.int64))
   features.update(extra or {})
   return ClientData(features, int(shuffle_seed), int(batch_size))
