@@ -120,6 +120,37 @@ def test_the_round_selection_is_the_data_plans_kept_and_none_between_rounds():
   assert algorithm.kept('a', store) is None
 
 
+def test_the_weighting_probes_each_local_model_and_weighs_by_client_size():
+  """Local model = global − update (the update is θ_global − θ_local); sizes n_k whatever
+  the clients trained on; a non-finite update (zeros, weight 0) is no visit, weight 0."""
+  params = methods.resolve_params('feddiv', {'warmup_rounds': 1}, rounds=3)
+  setup = type('Setup', (), {'seed': 0, 'num_classes': 3, 'batch_size': 2,
+                             'element_spec': None})()
+  steps = algorithm.FedDivSteps(params, setup)
+  data = type('Data', (), {'y': {'a': np.array([0, 1, 2]), 'b': np.array([1, 1])},
+                           'x': {'a': np.zeros((3, 1)), 'b': np.zeros((2, 1))}})()
+  steps._data, steps._setup = data, setup  # pylint: disable=protected-access
+  seen = {}
+
+  def probe(weights, labels):
+    seen.update({cid: [np.asarray(w) for w in weights] for cid in labels})
+    return {cid: np.full((len(y), 3), 1 / 3) for cid, y in labels.items()}
+
+  steps._probabilities = probe  # pylint: disable=protected-access
+  from tff_noisy.simulation.client_state import ClientStateStore  # pylint: disable=g-import-not-at-top
+  server = type('Server', (), {'store': ClientStateStore()})()
+  assert steps(1, None, ['a', 'b'], [], server) is None  # Warm-up: the aggregator's own.
+  weigh = steps(2, None, ['a', 'b'], [], server)
+  result = collections.namedtuple('Result', 'update update_weight')
+  global_weights = [np.array([1.0, 2.0]), np.array([3.0])]
+  weights, record = weigh([result([np.array([0.5, -1.0]), np.array([1.0])], 1.0),
+                           result([np.zeros(2), np.zeros(1)], 0.0)], global_weights)
+  assert weights == [3.0, 0.0] and record == {'feddiv_update_weights': {'a': 3.0, 'b': 0.0}}
+  assert list(seen) == ['a']
+  np.testing.assert_array_equal(seen['a'][0], [0.5, 3.0])
+  np.testing.assert_array_equal(seen['a'][1], [2.0])
+
+
 def _truth():
   # Client a: observed 0 1 2 0, true 0 1 1 1 (examples 2 and 3 flipped); client b: 2 2, true.
   return diagnostics.Truth(('a', 'b'), {'a': np.array([0, 1, 2, 0]), 'b': np.array([2, 2])},

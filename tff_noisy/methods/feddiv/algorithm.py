@@ -72,7 +72,7 @@ class FedDivSteps(ServerStep):
     self.warmup = int(params.warmup_rounds)
     self.num_classes = int(setup.num_classes)
     self.probe = None
-    self._data = None
+    self._data = self._setup = None  # The run's data and setup, set by prepare.
     self._local = {}  # client id -> its local model's probabilities, weighting to after.
 
   def prepare(self, server) -> dict:
@@ -201,11 +201,10 @@ class FedDivSteps(ServerStep):
     for cid in self._data.client_ids:
       if store.get(cid, KEPT) is not None:
         store.set(cid, KEPT, _NO_SELECTION)
-    rows = noise_filter
     return state, {'feddiv_filter': {
-        'clients': len(cached), 'weights': rows[feddiv_ops.WEIGHTS].tolist(),
-        'means': rows[feddiv_ops.MEANS].tolist(),
-        'variances': rows[feddiv_ops.VARIANCES].tolist()}}
+        'clients': len(cached), 'weights': noise_filter[feddiv_ops.WEIGHTS].tolist(),
+        'means': noise_filter[feddiv_ops.MEANS].tolist(),
+        'variances': noise_filter[feddiv_ops.VARIANCES].tolist()}}
 
 
 def feddiv(params, setup) -> Recipe:
