@@ -220,7 +220,7 @@ def test_maskedoptim_aggregates_as_its_paper_and_its_baselines_with_the_mean():
       ('fedavg', 'mean'), ('fedprox', 'mean'), ('coteaching', 'mean'), ('fednoro', 'mean'),
       ('fedexp', 'mean'), ('coteaching_plus', 'mean'), ('joint_optim', 'mean'),
       ('selfie', 'mean'), ('dividemix', 'mean'), ('rfl', 'mean'), ('fedlsr', 'mean'),
-      ('fedelc', 'mean'),
+      ('fedelc', 'mean'), ('feddiv', 'mean'),
       ('maskedoptim', 'geometric_median_per_tensor')}
 
 
@@ -242,7 +242,7 @@ _CPU_BASELINES = {('fedefc', 'table2_mnist'): ['fedcorr', 'ditto', 'feddyn'],
                   ('fedds', 'table4_mnist'): ['scaffold', 'fedds_scaffold', 'moon', 'fedds_moon'],
                   ('maskedoptim', 'table3_cifar10'): [
                       'coteaching', 'fednoro', 'fedexp', 'coteaching_plus', 'joint_optim',
-                      'selfie', 'dividemix', 'rfl', 'fedlsr', 'fedelc']}
+                      'selfie', 'dividemix', 'rfl', 'fedlsr', 'fedelc', 'feddiv']}
 
 
 def test_the_cpu_scales_run_the_methods_of_their_committed_reports_and_the_new_rows():
@@ -253,6 +253,19 @@ def test_the_cpu_scales_run_the_methods_of_their_committed_reports_and_the_new_r
     methods = table.scales['cpu'].methods
     assert sorted(methods) == sorted(_CPU_METHODS[key] + _CPU_BASELINES.get(key, [])), key
     assert set(methods) <= set(table.methods), key
+
+
+def test_feddiv_is_an_extra_row_without_a_paper_number_and_its_codes_warm_up():
+  """FedDiv is not one of MaskedOptim's Table 3 rows: no paper number in any setting; its
+  runs keep its released code's 5 warm-up iterations, not the config's T_w = 10."""
+  table = reproduce.table_of('maskedoptim', 'table3_cifar10')
+  assert 'feddiv' in table.methods and 'feddiv' in table.scales['cpu'].methods
+  assert all('feddiv' not in row for row in table.paper_numbers.values())
+  plan = reproduce.plan(table, 'cpu', methods=['fedavg', 'feddiv'])
+  runs = studies.plan_grid(plan.config_path, plan.overrides, plan.methods, plan.settings,
+                           plan.seeds[:1], plan.method_overrides)
+  (feddiv,) = [r for r in runs if r.method == 'feddiv']
+  assert feddiv.config.method.params['warmup_rounds'] == 5
 
 
 def test_the_baselines_rows_carry_the_papers_numbers():

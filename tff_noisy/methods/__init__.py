@@ -29,6 +29,7 @@ from tff_noisy.methods import ditto
 from tff_noisy.methods import dividemix
 from tff_noisy.methods import fedavg
 from tff_noisy.methods import fedcorr
+from tff_noisy.methods import feddiv
 from tff_noisy.methods import feddyn
 from tff_noisy.methods import fedds
 from tff_noisy.methods import fedefc
@@ -77,6 +78,7 @@ METHODS = registry.Registry('method.name', 'method', {
     **rfl.SPECS,
     **fedlsr.SPECS,
     **fedcorr.SPECS,
+    **feddiv.SPECS,
 }, MethodSpec, discover=extensions.import_entry_points, unknown_hint=extensions.IMPORTS_HINT)
 
 
