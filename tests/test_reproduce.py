@@ -220,7 +220,7 @@ def test_maskedoptim_aggregates_as_its_paper_and_its_baselines_with_the_mean():
       ('fedavg', 'mean'), ('fedprox', 'mean'), ('coteaching', 'mean'), ('fednoro', 'mean'),
       ('fedexp', 'mean'), ('coteaching_plus', 'mean'), ('joint_optim', 'mean'),
       ('selfie', 'mean'), ('dividemix', 'mean'), ('rfl', 'mean'), ('fedlsr', 'mean'),
-      ('fedelc', 'mean'), ('feddiv', 'mean'),
+      ('fedrn', 'mean'), ('fedelc', 'mean'), ('feddiv', 'mean'),
       ('maskedoptim', 'geometric_median_per_tensor')}
 
 
@@ -242,7 +242,7 @@ _CPU_BASELINES = {('fedefc', 'table2_mnist'): ['fedcorr', 'ditto', 'feddyn'],
                   ('fedds', 'table4_mnist'): ['scaffold', 'fedds_scaffold', 'moon', 'fedds_moon'],
                   ('maskedoptim', 'table3_cifar10'): [
                       'coteaching', 'fednoro', 'fedexp', 'coteaching_plus', 'joint_optim',
-                      'selfie', 'dividemix', 'rfl', 'fedlsr', 'fedelc', 'feddiv']}
+                      'selfie', 'dividemix', 'rfl', 'fedlsr', 'fedrn', 'fedelc', 'feddiv']}
 
 
 def test_the_cpu_scales_run_the_methods_of_their_committed_reports_and_the_new_rows():
@@ -285,6 +285,13 @@ def test_the_baselines_rows_carry_the_papers_numbers():
   mo = reproduce.table_of('maskedoptim', 'table3_cifar10').paper_numbers['sym_0.0-0.4']
   assert (mo['coteaching'], mo['fednoro']) == (66.42, 70.81)
   assert (mo['fedexp'], mo['selfie'], mo['fedelc']) == (63.00, 64.49, 71.21)  # @Rec.
+  assert mo['fedrn'] == 46.56  # @Rec; FedRN's warm-up is 20% of each scale's rounds.
+  table3 = reproduce.table_of('maskedoptim', 'table3_cifar10')
+  assert table3.methods['fedrn'] == 'FedRN (Kim et al., 2022)'
+  assert {scale: table3.method_overrides_at(scale, ['fedrn'])['fedrn'] for scale in
+          ('cpu', 'paper')} == {
+              'cpu': ['fl.aggregator=mean', 'method.params.warmup_rounds=20'],
+              'paper': ['fl.aggregator=mean', 'method.params.warmup_rounds=24']}
   fedefc3 = reproduce.table_of('fedefc', 'table3_cifar100').paper_numbers['rho0.1_zeta0.0']
   assert (fedefc3['ditto'], fedefc3['feddyn']) == (61.95, 64.20)
   assert reproduce.table_of('maskedoptim', 'table6_clothing1m').paper_numbers['clothing1m'] == {

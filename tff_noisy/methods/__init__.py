@@ -38,6 +38,7 @@ from tff_noisy.methods import fedexp
 from tff_noisy.methods import fedln
 from tff_noisy.methods import fedlsr
 from tff_noisy.methods import fednoro
+from tff_noisy.methods import fedrn
 from tff_noisy.methods import joint_optim
 from tff_noisy.methods import logitclip
 from tff_noisy.methods import lsc
@@ -69,6 +70,7 @@ METHODS = registry.Registry('method.name', 'method', {
     **coteaching_plus.SPECS,
     **selfie.SPECS,
     **dividemix.SPECS,
+    **fedrn.SPECS,
     **joint_optim.SPECS,
     **lsc.SPECS,
     **fedefc.SPECS,
