@@ -51,21 +51,9 @@ class Selection(diagnostics.Diagnostic):
         'label_accuracy': float(np.mean(np.concatenate([self.labels[c] for c in ids]) == true))}}
 
 
-def relabelling_counts(observed, labels, true) -> dict:
-  """How ``labels`` differ from the ``observed`` ones against the ``true`` ones:
-  ``changed``, ``corrected`` (a flipped label made right), ``broken`` (a right one made
-  wrong), the wrong labels before and after."""
-  observed, labels, true = map(np.asarray, (observed, labels, true))
-  wrong = observed != true
-  return {'changed': int(np.sum(labels != observed)),
-          'corrected': int(np.sum(wrong & (labels == true))),
-          'broken': int(np.sum(~wrong & (labels != true))),
-          'wrong_before': int(wrong.sum()), 'wrong_after': int(np.sum(labels != true))}
-
-
 class Relabelling(diagnostics.Diagnostic):
   """``{client id: labels [n]}`` of every client visited so far: ``feddiv_relabelling``
-  over all of them, the counts of ``relabelling_counts`` and ``knn.correction_report``'s
+  over all of them, the counts of ``knn.relabelling_counts`` and ``knn.correction_report``'s
   shares (``fixed``: flips corrected, ``corrupted``: clean labels broken), against the
   observed labels the run started from."""
 
@@ -78,5 +66,5 @@ class Relabelling(diagnostics.Diagnostic):
     ids = list(self.labels)
     arrays = [np.concatenate([source[c] for c in ids])
               for source in (truth.observed_labels, self.labels, truth.true_labels)]
-    return {'feddiv_relabelling': {'clients': len(ids), **relabelling_counts(*arrays),
+    return {'feddiv_relabelling': {'clients': len(ids), **knn.relabelling_counts(*arrays),
                                    **knn.correction_report(*arrays)}}
