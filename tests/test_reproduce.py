@@ -216,12 +216,43 @@ def test_maskedoptim_aggregates_as_its_paper_and_its_baselines_with_the_mean():
   plan = reproduce.plan(reproduce.table_of('maskedoptim', 'table3_cifar10'), 'cpu')
   runs = studies.plan_grid(plan.config_path, plan.overrides, plan.methods, plan.settings,
                            plan.seeds[:1], plan.method_overrides)
-  assert {(r.method, r.config.fl.aggregator) for r in runs} == {
+  assert {(r.name, r.config.fl.aggregator) for r in runs} == {
       ('fedavg', 'mean'), ('fedprox', 'mean'), ('coteaching', 'mean'), ('fednoro', 'mean'),
       ('fedexp', 'mean'), ('coteaching_plus', 'mean'), ('joint_optim', 'mean'),
       ('selfie', 'mean'), ('dividemix', 'mean'), ('rfl', 'mean'), ('fedlsr', 'mean'),
       ('fedelc', 'mean'),
+      ('trimmed_mean', 'trimmed_mean'), ('krum', 'krum'),
+      ('coordinate_median', 'coordinate_median'),
       ('maskedoptim', 'geometric_median_per_tensor')}
+
+
+def test_maskedoptim_s_robust_aggregator_rows_are_fedavg_with_kappa_0_3(monkeypatch):
+  """Sec. 5.1: kappa = 0.3 for Krum and TrimmedMean, FNBench's int(0.3 n) of a round's n
+  clients: TrimmedMean's beta 0.3 (floor(0.3 * 5) = 1 value trimmed per end at the cpu
+  scale's 5 clients a round), Krum's f = floor(0.3 * 5) = 1 at the cpu scale and
+  floor(0.3 * 10) = 3 at the paper's 10; Median without a parameter. Each runs fedavg (no
+  method params) in its own directory, on FedAvg's data."""
+  monkeypatch.setattr(reproduce, '_check_dataset_present', lambda config: None)
+  table = reproduce.table_of('maskedoptim', 'table3_cifar10')
+  rows = ('trimmed_mean', 'krum', 'coordinate_median')
+  assert {row: table.methods[row] for row in rows} == {
+      'trimmed_mean': 'TrimmedMean (Yin et al., 2018)',
+      'krum': 'Krum (Blanchard et al., 2017)', 'coordinate_median': 'Median (Li et al., 2021b)'}
+  expected = {'cpu': {'trimmed_mean': {'beta': 0.3}, 'krum': {'f': 1}, 'coordinate_median': {}},
+              'paper': {'trimmed_mean': {'beta': 0.3}, 'krum': {'f': 3},
+                        'coordinate_median': {}}}
+  for scale, clients in (('cpu', 5), ('paper', 10)):
+    plan = reproduce.plan(table, scale, methods=['fedavg', *rows])
+    runs = studies.plan_grid(plan.config_path, plan.overrides, plan.methods,
+                             plan.settings[:1], plan.seeds[:1], plan.method_overrides)
+    by_name = {r.name: r for r in runs}
+    assert {row: by_name[row].config.fl.aggregator_params for row in rows} == expected[scale]
+    for row in rows:
+      run = by_name[row]
+      assert (run.method, run.row, run.config.method.name, run.config.method.params) == (
+          'fedavg', row, 'fedavg', {})
+      assert run.path.endswith('/' + row) and run.config.clients_per_round() == clients
+      assert run.config.data_hash() == by_name['fedavg'].config.data_hash()
 
 
 # The methods each shipped cpu scale ran for its committed report (docs/papers/reports):
@@ -242,7 +273,8 @@ _CPU_BASELINES = {('fedefc', 'table2_mnist'): ['fedcorr', 'ditto', 'feddyn'],
                   ('fedds', 'table4_mnist'): ['scaffold', 'fedds_scaffold', 'moon', 'fedds_moon'],
                   ('maskedoptim', 'table3_cifar10'): [
                       'coteaching', 'fednoro', 'fedexp', 'coteaching_plus', 'joint_optim',
-                      'selfie', 'dividemix', 'rfl', 'fedlsr', 'fedelc']}
+                      'selfie', 'dividemix', 'rfl', 'fedlsr', 'fedelc', 'trimmed_mean',
+                      'krum', 'coordinate_median']}
 
 
 def test_the_cpu_scales_run_the_methods_of_their_committed_reports_and_the_new_rows():
@@ -276,7 +308,17 @@ def test_the_baselines_rows_carry_the_papers_numbers():
   assert (fedefc3['ditto'], fedefc3['feddyn']) == (61.95, 64.20)
   assert reproduce.table_of('maskedoptim', 'table6_clothing1m').paper_numbers['clothing1m'] == {
       'fedavg': 69.26, 'fedprox': 67.62, 'coteaching': 69.77, 'fedcorr': 69.92,
-      'fednoro': 70.62, 'maskedoptim': 71.89}
+      'fednoro': 70.62, 'maskedoptim': 71.89, 'trimmed_mean': 68.57, 'krum': 67.32,
+      'coordinate_median': 69.00}
+  # The robust aggregators' rows (@Rec in Tables 3 and 5, F1 in Table 4).
+  rows = ('trimmed_mean', 'krum', 'coordinate_median')
+  assert [mo[r] for r in rows] == [60.95, 36.27, 63.67]
+  assert [reproduce.table_of('maskedoptim', 'table3_cifar10').paper_numbers['mixed_0.0-0.4'][r]
+          for r in rows] == [59.72, 28.39, 65.82]
+  assert [reproduce.table_of('maskedoptim', 'table4_agnews').paper_numbers['pair_0.0-0.4'][r]
+          for r in rows] == [54.21, 44.37, 61.06]
+  assert [reproduce.table_of('maskedoptim', 'table5_cifar10n').paper_numbers['dir0.5'][r]
+          for r in rows] == [65.72, 36.84, 71.82]
 
 
 def test_lsc_baselines_take_the_appendix_parameters(monkeypatch):
