@@ -51,9 +51,8 @@ PROBE_OUTPUT = 'fedrn_probe_output'
 CLEAN = 'fedrn_clean'
 SELECTED_ROUND = 'fedrn_selected_round'
 NOISE_SEED = 0xFED  # The shared noise input's stream, beside the run's seed.
-# The dataset field whose sum over a client's examples is its update weight (the engine's
-# ``client_work.AGGREGATION_WEIGHT_KEY``).
-AGGREGATION_WEIGHT = 'aggregation_weight'
+# The dataset field whose sum over a client's examples is its update weight.
+AGGREGATION_WEIGHT = contract.AGGREGATION_WEIGHT_KEY
 
 
 def active(round_num: int, warmup_rounds: int) -> bool:
