@@ -46,6 +46,7 @@ from tff_noisy import errors
 from tff_noisy import extensions
 from tff_noisy import files
 from tff_noisy import methods
+from tff_noisy import native_log
 from tff_noisy import reproduce
 from tff_noisy import validation
 from tff_noisy import workers
@@ -72,6 +73,7 @@ def _quiet_libraries(verbose: bool) -> None:
   """
   if verbose:
     os.environ['TF_CPP_MIN_LOG_LEVEL'] = '0'
+    native_log.SHOW_ALL = True
     return
   os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')  # cuDNN/cuFFT/cuBLAS, grappler, CPU.
   os.environ.setdefault('GRPC_VERBOSITY', 'ERROR')  # gRPC's failed TLS handshakes.
