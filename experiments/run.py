@@ -40,6 +40,18 @@ import warnings
 import weakref
 from typing import Optional
 
+
+def _terminated_while_starting(_signum, _frame):
+  """SIGTERM before a command has started (its modules still loading): nothing is held or
+  written yet, so the process ends at once, as the command line promises for SIGTERM."""
+  os.write(2, b'tff-noisy: error: terminated (SIGTERM)\n')
+  os._exit(143)  # pylint: disable=protected-access
+
+
+if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:  # Not a host program's handler.
+  signal.signal(signal.SIGTERM, _terminated_while_starting)
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
 from tff_noisy import catalog
 from tff_noisy import config as config_lib
 from tff_noisy import errors
@@ -57,6 +69,7 @@ from tff_noisy.simulation import run_dir
 from tff_noisy.simulation import run_processes
 from tff_noisy.simulation import studies
 from experiments import export_run
+# pylint: enable=g-import-not-at-top,wrong-import-position
 
 
 # Modules whose warnings speak to their developers, not to a person running tff-noisy.
@@ -588,6 +601,10 @@ def cli() -> None:
       print(e.code, file=sys.stderr)
       status = 1
   atexit._run_exitfuncs()  # pylint: disable=protected-access
+  if _STOP['pending'] and status == 0:  # After the command returned: never a success.
+    print(f'{errors.PROG}: error: terminated (SIGTERM) as it was ending; what it printed '
+          'above is complete', file=sys.stderr)
+    status = 143
   sys.stdout.flush()
   sys.stderr.flush()
   os._exit(status)

@@ -45,19 +45,20 @@ _ACTIVE = []  # [True] while a quiet block holds fd 2.
 @contextlib.contextmanager
 def quiet():
   """Runs the ``with`` block with ``ROUTINE`` lines of fd 2 left out. Process-wide (fd 2
-  is): a ``quiet`` entered while one is active, in any thread, adds nothing."""
-  with _LOCK:
-    outer = not SHOW_ALL and not _ACTIVE
-    if outer:
-      sys.stderr.flush()
-      saved = os.dup(2)
-      capture = tempfile.TemporaryFile()  # Never a pipe: a full one would block the call.
-      os.dup2(capture.fileno(), 2)
-      _ACTIVE.append(True)
+  is): a ``quiet`` entered while one is active, in any thread, adds nothing. fd 2 is
+  restored whatever ends the block (an exception, a signal's)."""
+  saved = capture = None
   try:
+    with _LOCK:
+      if not SHOW_ALL and not _ACTIVE:
+        _ACTIVE.append(True)
+        sys.stderr.flush()
+        capture = tempfile.TemporaryFile()  # Never a pipe: a full one would block the call.
+        saved = os.dup(2)
+        os.dup2(capture.fileno(), 2)
     yield
   finally:
-    if outer:
+    if saved is not None:
       with _LOCK:
         try:
           sys.stderr.flush()
