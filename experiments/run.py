@@ -6,7 +6,7 @@
       [--resume | --overwrite] [--workers host:port,... | --jobs N]
   tff-noisy grid CONFIG.yaml --methods a,b --setting "k=v,k=v" ... --seeds 0,1 --out DIR
       [--resume | --overwrite] [--workers host:port,... | --jobs N]
-  tff-noisy worker --port P [--host H --certs DIR | --insecure] [--max-concurrent-calls N]
+  tff-noisy worker --port P [--host H] (--certs DIR | --insecure) [--max-concurrent-calls N]
   tff-noisy worker certs DIR [--name HOST ...]   (the TLS certificates of workers, drivers)
   tff-noisy data build CONFIG.yaml [--set ...]
   tff-noisy export RUN_DIR --quantize none|float16|dynamic|int8 [--out F] [--verify]
@@ -377,7 +377,8 @@ def _parser() -> argparse.ArgumentParser:
   worker.add_argument('--port', type=int, help='TCP port to listen on')
   worker.add_argument('--host', help=f'address to listen on (default {workers.LOOPBACK}: '
                       "this machine only; TFF's worker binary itself runs in a private "
-                      'network namespace); any other address needs --certs')
+                      'network namespace); on any address a worker needs --certs, on '
+                      'loopback --certs or --insecure')
   worker.add_argument('--certs', metavar='DIR',
                       help='accept only drivers with a client certificate of DIR/ca.pem '
                       '(mutual TLS); DIR holds ca.pem, server.pem and server.key, written '
