@@ -21,6 +21,7 @@ import os
 from typing import Optional
 
 from tff_noisy import files
+from tff_noisy import native_log
 from tff_noisy.errors import PROG
 from tff_noisy.simulation import run_dir as run_dir_lib
 from tflite_export import options
@@ -71,6 +72,7 @@ def client_setup(config, data):
   return setup.model_fn, program, setup.client_optimizer
 
 
+@native_log.quietly  # The converter's and the interpreter's routine lines.
 def export_on_device(source: str, out: Optional[str] = None) -> dict:
   """Writes a run's (or a config's) client round as an on-device training model.
 

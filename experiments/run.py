@@ -6,7 +6,7 @@
       [--resume | --overwrite] [--workers host:port,... | --jobs N]
   tff-noisy grid CONFIG.yaml --methods a,b --setting "k=v,k=v" ... --seeds 0,1 --out DIR
       [--resume | --overwrite] [--workers host:port,... | --jobs N]
-  tff-noisy worker --port P [--host H --certs DIR | --insecure] [--max-concurrent-calls N]
+  tff-noisy worker --port P [--host H] (--certs DIR | --insecure) [--max-concurrent-calls N]
   tff-noisy worker certs DIR [--name HOST ...]   (the TLS certificates of workers, drivers)
   tff-noisy data build CONFIG.yaml [--set ...]
   tff-noisy export RUN_DIR --quantize none|float16|dynamic|int8 [--out F] [--verify]
@@ -40,12 +40,25 @@ import warnings
 import weakref
 from typing import Optional
 
+
+def _terminated_while_starting(_signum, _frame):
+  """SIGTERM before a command has started (its modules still loading): nothing is held or
+  written yet, so the process ends at once, as the command line promises for SIGTERM."""
+  os.write(2, b'tff-noisy: error: terminated (SIGTERM)\n')
+  os._exit(143)  # pylint: disable=protected-access
+
+
+if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:  # Not a host program's handler.
+  signal.signal(signal.SIGTERM, _terminated_while_starting)
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
 from tff_noisy import catalog
 from tff_noisy import config as config_lib
 from tff_noisy import errors
 from tff_noisy import extensions
 from tff_noisy import files
 from tff_noisy import methods
+from tff_noisy import native_log
 from tff_noisy import reproduce
 from tff_noisy import validation
 from tff_noisy import workers
@@ -56,6 +69,7 @@ from tff_noisy.simulation import run_dir
 from tff_noisy.simulation import run_processes
 from tff_noisy.simulation import studies
 from experiments import export_run
+# pylint: enable=g-import-not-at-top,wrong-import-position
 
 
 # Modules whose warnings speak to their developers, not to a person running tff-noisy.
@@ -72,6 +86,7 @@ def _quiet_libraries(verbose: bool) -> None:
   """
   if verbose:
     os.environ['TF_CPP_MIN_LOG_LEVEL'] = '0'
+    native_log.SHOW_ALL = True
     return
   os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')  # cuDNN/cuFFT/cuBLAS, grappler, CPU.
   os.environ.setdefault('GRPC_VERBOSITY', 'ERROR')  # gRPC's failed TLS handshakes.
@@ -362,7 +377,8 @@ def _parser() -> argparse.ArgumentParser:
   worker.add_argument('--port', type=int, help='TCP port to listen on')
   worker.add_argument('--host', help=f'address to listen on (default {workers.LOOPBACK}: '
                       "this machine only; TFF's worker binary itself runs in a private "
-                      'network namespace); any other address needs --certs')
+                      'network namespace); on any address a worker needs --certs, on '
+                      'loopback --certs or --insecure')
   worker.add_argument('--certs', metavar='DIR',
                       help='accept only drivers with a client certificate of DIR/ca.pem '
                       '(mutual TLS); DIR holds ca.pem, server.pem and server.key, written '
@@ -586,6 +602,10 @@ def cli() -> None:
       print(e.code, file=sys.stderr)
       status = 1
   atexit._run_exitfuncs()  # pylint: disable=protected-access
+  if _STOP['pending'] and status == 0:  # After the command returned: never a success.
+    print(f'{errors.PROG}: error: terminated (SIGTERM) as it was ending; what it printed '
+          'above is complete', file=sys.stderr)
+    status = 143
   sys.stdout.flush()
   sys.stderr.flush()
   os._exit(status)

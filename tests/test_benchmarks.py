@@ -119,3 +119,36 @@ def test_soak_benchmark_samples_memory_every_round_on_both_runtimes(tmp_path):
   assert tff_run['worker_rss_bytes'][0] > 0 and tf_run['settle_round'] == 2
   total = [d + w for d, w in zip(tf_run['driver_rss_bytes'], tf_run['worker_rss_bytes'])]
   assert tf_run['growth_after_settle'] == pytest.approx((total[-1] - total[1]) / total[1])
+
+
+@pytest.mark.slow
+def test_remote_benchmark_runs_its_workers_through_tff_noisy_worker_with_tls(monkeypatch,
+                                                                            tmp_path):
+  """Its workers are `tff-noisy worker --certs` on loopback (mutual TLS), never a bare
+  worker_binary on an open port; none is left running, and the remote run equals the
+  local one."""
+  remote = _load(os.path.join(_BENCHMARKS, 'remote.py'))
+  results = tmp_path / 'results' / 'remote.json'
+  monkeypatch.setattr(remote, 'RESULTS', str(results))
+  started = []
+  real_start = remote._start_worker  # pylint: disable=protected-access
+
+  def start(port, certs):
+    started.append(real_start(port, certs))
+    return started[-1]
+
+  monkeypatch.setattr(remote, '_start_worker', start)
+  monkeypatch.setattr(sys, 'argv', ['remote.py', _tiny_config(tmp_path), '--rounds', '2',
+                                    '--workers-count', '2'])
+  remote.main()
+  report = json.loads(results.read_text())
+  assert report['workers'] == 2 and report['workers_started_as'] == remote.ROUTE
+  assert report['remote']['median_round_s'] > 0 and report['ratio_median_round'] > 0
+  assert report['max_final_weight_difference'] < 1e-5
+  assert len(started) == 2
+  for command in started:
+    worker = command.args[command.args.index('worker'):]
+    assert worker[:2] == ['worker', '--port'] and worker[3:6] == ['--host', '127.0.0.1',
+                                                                   '--certs']
+    assert command.returncode == 0  # Stopped by SIGTERM, its binary with it.
+  assert 'TFF_NOISY_WORKER_CERTS' not in os.environ

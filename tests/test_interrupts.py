@@ -11,7 +11,8 @@ import pytest
 
 from experiments import run as cli
 
-_DEMO = os.path.join(os.path.dirname(__file__), '..', 'experiments', 'configs', 'demo.yaml')
+_ROOT = os.path.join(os.path.dirname(__file__), '..')
+_DEMO = os.path.join(_ROOT, 'experiments', 'configs', 'demo.yaml')
 _ONE_COMPUTATION = """
 import os, sys, time
 import tensorflow as tf
@@ -213,3 +214,89 @@ def test_a_command_that_returns_with_a_stop_pending_ends_as_terminated(monkeypat
   assert exit_info.value.code == 143 and done == [True]
   err = capsys.readouterr().err
   assert err == 'tff-noisy: error: terminated (SIGTERM)\n', err
+
+
+_KILLED_WHILE_IMPORTING = """
+import importlib.abc, os, signal, sys
+
+class SigtermAt(importlib.abc.MetaPathFinder):
+  def find_spec(self, name, path, target=None):
+    if name == 'tff_noisy.catalog':  # experiments.run's first module of the project.
+      os.kill(os.getpid(), signal.SIGTERM)
+    return None
+
+sys.meta_path.insert(0, SigtermAt())
+sys.argv = ['tff-noisy', 'list', 'methods']
+from experiments import run
+run.cli()
+"""
+
+_KILLED_WHILE_ENDING = """
+import atexit, os, signal, sys
+from experiments import run
+atexit.register(lambda: os.kill(os.getpid(), signal.SIGTERM))  # After the command returns.
+sys.argv = ['tff-noisy', 'list', 'methods']
+run.cli()
+"""
+
+
+@pytest.mark.parametrize('script, line', [
+    (_KILLED_WHILE_IMPORTING, 'tff-noisy: error: terminated (SIGTERM)'),
+    (_KILLED_WHILE_ENDING, 'tff-noisy: error: terminated (SIGTERM) as it was ending; what '
+     'it printed above is complete'),
+])
+def test_a_sigterm_before_or_after_the_command_ends_it_as_terminated(script, line):
+  """While its modules load (before, the signal's default action killed it without a
+  word) and after it returned (before, status 0)."""
+  done = subprocess.run([sys.executable, '-c', script], cwd=_ROOT, capture_output=True,
+                        text=True, timeout=60)
+  assert done.returncode == 143, (done.returncode, done.stderr)
+  assert done.stderr.splitlines()[-1] == line, done.stderr
+  assert 'Traceback' not in done.stderr
+
+
+@pytest.mark.slow
+def test_sigterm_at_any_moment_of_export_verify_never_ends_as_a_success(tmp_path):
+  """The issue's replay: `export --verify` of a finished run, SIGTERM at 8 moments spread
+  over an uninterrupted export's time. Each either finished before the signal came, or
+  ends with status 143 and the one line; none ends 0 after the signal, and none leaves a
+  part-written file. A signal before Python has loaded the program (its first ~0.1 s)
+  cannot be handled: the kernel's default ends it (-15, a shell's 143) with nothing
+  written."""
+  run = tmp_path / 'run'
+  env = dict(os.environ, TFF_NOISY_CACHE=str(tmp_path / 'cache'))
+  subprocess.run([sys.executable, '-m', 'experiments.run', 'run', _DEMO, '--out', str(run),
+                  '--set', 'fl.rounds=2', '--set', 'method.name=fedavg',
+                  '--set', 'method.params={}'], cwd=_ROOT, env=env, check=True,
+                 capture_output=True, timeout=600)
+  export = [sys.executable, '-m', 'experiments.run', 'export', str(run), '--verify']
+  began = time.monotonic()
+  subprocess.run(export + ['--out', str(tmp_path / 'whole.tflite')], cwd=_ROOT, env=env,
+                 check=True, capture_output=True, timeout=600)
+  whole = time.monotonic() - began
+  outcomes = []
+  for i, fraction in enumerate((0.02, 0.1, 0.25, 0.4, 0.55, 0.7, 0.85, 0.97)):
+    folder = tmp_path / f'export_{i}'
+    folder.mkdir()
+    process = subprocess.Popen(export + ['--out', str(folder / 'model.tflite')], cwd=_ROOT,
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    time.sleep(fraction * whole)
+    finished_first = process.poll() is not None
+    process.send_signal(signal.SIGTERM)
+    try:
+      _, err = process.communicate(timeout=120)
+    finally:
+      _stop(process, [])
+    outcomes.append((fraction, process.returncode, finished_first))
+    left = sorted(os.listdir(folder))
+    assert all(not name.startswith('.') for name in left), left  # No part-written file.
+    if finished_first:
+      assert process.returncode == 0 and left == ['model.json', 'model.tflite'], err
+    elif process.returncode == -signal.SIGTERM:
+      assert err == '' and left == [], (fraction, err)  # Still starting Python.
+    else:
+      assert process.returncode == 143, (fraction, process.returncode, err[-2000:])
+      assert err.splitlines()[-1].startswith('tff-noisy: error: terminated (SIGTERM)'), err
+      assert 'Traceback' not in err
+  assert sum(status == 143 for _, status, _ in outcomes) >= 4, outcomes

@@ -16,7 +16,8 @@ PACKAGES = ('tff_noisy', 'models', 'tflite_export', 'experiments')
 LAYERS = (
     ('foundations', ('tff_noisy.errors', 'tff_noisy.params', 'tff_noisy.registry',
                      'tff_noisy.files', 'tff_noisy.yamlio', 'tff_noisy.cuda', 'tff_noisy.device',
-                     'tff_noisy.tff_runtime', 'tff_noisy.reporting', 'tff_noisy.extensions')),
+                     'tff_noisy.tff_runtime', 'tff_noisy.reporting', 'tff_noisy.extensions',
+                     'tff_noisy.native_log')),
     ('maths and tables', ('tff_noisy.ops', 'tff_noisy.zoo', 'tff_noisy.diagnostics',
                           'tff_noisy.workers', 'tff_noisy.worker_front',
                           'tff_noisy.worker_tls')),

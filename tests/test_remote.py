@@ -36,6 +36,10 @@ _ROOT = os.path.join(os.path.dirname(__file__), '..')
 _DEMO = os.path.join(_ROOT, 'experiments', 'configs', 'demo.yaml')
 
 
+# A loopback worker without certificates: served only when asked for with --insecure.
+_PLAIN = ('--host', '127.0.0.1', '--insecure')
+
+
 def _stop(process) -> None:
   if process.poll() is None:
     process.kill()
@@ -43,10 +47,11 @@ def _stop(process) -> None:
 
 
 class _WorkerCommand:
-  """``tff-noisy worker --port P ARGS`` in a process of its own, listening: the binary in
-  a private network namespace, as a user runs it."""
+  """``tff-noisy worker --port P ARGS`` (default ``_PLAIN``) in a process of its own,
+  listening: the binary in a private network namespace, as a user runs it."""
 
   def __init__(self, *args: str, port=None, env=None):
+    args = args or _PLAIN
     self.port = port or portpicker.pick_unused_port()
     self.command = tff_runtime.WorkerPopen(  # Killed with this process.
         [sys.executable, '-m', 'experiments.run', 'worker', '--port', str(self.port), *args],
@@ -200,18 +205,22 @@ def test_a_grpc_server_that_is_no_tff_worker_is_refused_before_any_work(tmp_path
 @pytest.mark.parametrize('sig', [signal.SIGTERM, signal.SIGINT])
 def test_worker_command_serves_until_a_signal(sig, worker_command):
   worker = worker_command()
-  assert 'of 127.0.0.1 (this machine only)' in worker.line, worker.line
+  assert 'of 127.0.0.1 (this machine only, every user of it)' in worker.line, worker.line
   assert workers.unanswered([worker.address]) == []
   front = [int(pid) for pid in open(f'/proc/{worker.command.pid}/task/'
                                     f'{worker.command.pid}/children').read().split()]
   assert 'stopped' in worker.stop(sig)
   assert worker.command.returncode == 0, worker.err
+  assert worker.err.startswith(
+      f'tff-noisy: warning: --insecure: port {worker.port} of 127.0.0.1 takes connections '
+      'with no TLS and no authentication: every user of this machine can run any program '
+      'as '), worker.err
   assert worker.binary_gone()  # Reaped: gone, not a zombie.
   assert front and not any(os.path.exists(f'/proc/{pid}') for pid in front)
 
 
 def test_worker_command_killed_takes_its_binary_down(worker_command):
-  worker = worker_command('--host', '127.0.0.1')
+  worker = worker_command(*_PLAIN)
   front = int(open(f'/proc/{worker.command.pid}/task/{worker.command.pid}/children').read())
   worker.command.kill()  # SIGKILL: no handler runs in the command.
   worker.command.wait()
@@ -251,10 +260,30 @@ def test_another_address_needs_certificates_or_insecure(capsys):
       'SSH tunnel' in err and '--insecure' in err and err.count('\n') == 1), err
 
 
+@pytest.mark.parametrize('host', [None, '127.0.0.1', 'localhost', '::1'])
+def test_a_loopback_worker_needs_certificates_or_insecure(host):
+  """Any user of the machine can reach a loopback port: without --certs, a worker there
+  serves only when --insecure says that this is meant. (A subprocess: before, it served
+  until the timeout.)"""
+  port = portpicker.pick_unused_port()
+  done = subprocess.run([sys.executable, '-m', 'experiments.run', 'worker', '--port',
+                         str(port), *(['--host', host] if host else [])], cwd=_ROOT,
+                        capture_output=True, text=True, timeout=60)
+  assert done.returncode == 2 and done.stdout == '', (done.stdout, done.stderr)
+  err = done.stderr
+  host = host or '127.0.0.1'
+  assert err.startswith(f'tff-noisy: error: worker: without --certs, port {port} of {host} '
+                        'takes connections from every user of this machine, and each could '
+                        'run any program as ') and err.endswith(
+      f'or accept that with --insecure --host {host}\n') and err.count('\n') == 1, err
+
+
 @pytest.mark.parametrize('args, message', [
     (['--insecure', '--certs', 'd'], '--insecure: the worker binary alone speaks no TLS'),
-    (['--insecure', '--host', '127.0.0.1'],
-     "--host: '127.0.0.1' cannot be honoured with --insecure"),
+    (['--insecure', '--host', '127.0.0.1', '--certs', 'd'],
+     '--insecure: a worker with --certs is not insecure'),
+    (['--insecure', '--host', '10.0.0.2'],
+     "--host: '10.0.0.2' cannot be honoured with --insecure"),
     (['--certs', 'nowhere'], '--certs: nowhere has no ca.pem, server.pem, server.key'),
 ])
 def test_bad_worker_options_are_one_line(capsys, args, message):
@@ -265,7 +294,7 @@ def test_bad_worker_options_are_one_line(capsys, args, message):
   assert err.startswith(f'tff-noisy: error: {message}') and err.count('\n') == 1, err
 
 
-def test_without_a_private_network_the_worker_refuses_to_start():
+def test_without_a_private_network_the_worker_refuses_to_start(certs):
   """Where the kernel gives no network namespace, only --insecure serves (it says what it
   exposes); nothing is left running."""
   port = portpicker.pick_unused_port()
@@ -274,7 +303,7 @@ def test_without_a_private_network_the_worker_refuses_to_start():
             '  raise worker_front.NoPrivateNetwork("the kernel refused (test)")\n'
             'worker_front.enter_private_network = refuse\n'
             'from experiments import run\n'
-            f'run.main(["worker", "--port", "{port}"])\n')
+            f'run.main(["worker", "--port", "{port}", "--certs", "{certs}"])\n')
   done = subprocess.run([sys.executable, '-c', script], cwd=_ROOT, capture_output=True,
                         text=True, timeout=60)
   assert done.returncode == 2
@@ -311,7 +340,7 @@ def test_insecure_serves_the_bare_binary_and_says_what_it_exposes():
 
 def test_worker_command_refuses_a_port_in_use(capsys, two_workers):
   with pytest.raises(SystemExit) as exit_info:
-    cli.main(['worker', '--port', str(two_workers.ports[0])])
+    cli.main(['worker', '--port', str(two_workers.ports[0]), *_PLAIN])
   assert exit_info.value.code == 2
   assert f'worker: port {two_workers.ports[0]} is in use' in capsys.readouterr().err
 

@@ -15,6 +15,7 @@ import typing
 from typing import Any, Optional
 
 from tff_noisy import extensions
+from tff_noisy import files
 from tff_noisy import registry
 from tff_noisy import yamlio
 from tff_noisy.device import DEVICES
@@ -311,12 +312,14 @@ def load(path: str, overrides: Optional[list] = None, imports: tuple = (),
   ``imports`` (``--import``) after its own ``imports`` and validates it (with
   ``validated=False`` only its keys and types: see :func:`parse`)."""
   try:
-    with open(path) as f:
+    with files.open_regular(path, 'r') as f:
       values = yamlio.load(f)
   except FileNotFoundError:
     raise ConfigError(f'config file not found: {path}') from None
   except IsADirectoryError:
     raise ConfigError(f'config file {path} is a directory; give a YAML file') from None
+  except files.NotRegularFile as e:
+    raise ConfigError(f'config file {e}') from None
   except OSError as e:
     raise ConfigError(f'config file {path}: {e.strerror}') from None
   except UnicodeDecodeError:

@@ -2,16 +2,62 @@
 
 Importable from anywhere (NumPy and ``errors`` only): the data cache, checkpoints and a
 run's results all write through ``write_atomically``; what a command writes for a person
-(an export, an evaluation, a report) through ``write_file``.
+(an export, an evaluation, a report) through ``write_file``. What a command reads from a
+user's directory (a config, a run's results, a manifest) it opens with ``open_regular``.
 """
 
+import errno
 import io
 import os
+import stat
 import tempfile
 
 import numpy as np
 
-from tff_noisy.errors import OutputError, os_reason
+from tff_noisy.errors import OutputError, UserError, os_reason
+
+_KINDS = ((stat.S_ISFIFO, 'a FIFO'), (stat.S_ISCHR, 'a character device'),
+          (stat.S_ISBLK, 'a block device'), (stat.S_ISSOCK, 'a socket'))
+
+
+class NotRegularFile(UserError):
+  """A path that must be a regular file is a FIFO, a device or a socket (reading one can
+  wait forever for a writer, or never end)."""
+
+
+def kind(mode: int) -> str:
+  """'a FIFO', 'a character device', ... for a ``st_mode`` that is not a regular file."""
+  for test, name in _KINDS:
+    if test(mode):
+      return name
+  return 'a directory' if stat.S_ISDIR(mode) else 'not a regular file'
+
+
+def not_regular(path: str) -> NotRegularFile:
+  """The one-line error for ``path``, which ``os.stat`` says is no regular file."""
+  what = kind(os.stat(path).st_mode)
+  link = ' (through a symlink)' if os.path.islink(path) else ''
+  return NotRegularFile(f'{path} is {what}{link}, not a regular file: it is not read (it '
+                        'could wait forever or never end); replace it with a file')
+
+
+def open_regular(path: str, mode: str = 'rb', **kwargs):
+  """``open(path, mode, **kwargs)`` for reading, when ``path`` is a regular file (a symlink
+  to one is fine). A directory raises IsADirectoryError, as ``open`` does; a FIFO, a device
+  or a socket, also behind a symlink, NotRegularFile, without reading it (opened
+  non-blocking: a FIFO's open waits for no writer)."""
+  fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+  try:
+    mode_bits = os.fstat(fd).st_mode
+    if stat.S_ISDIR(mode_bits):
+      raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+    if not stat.S_ISREG(mode_bits):
+      raise not_regular(path)
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, mode, **kwargs)
+  except BaseException:
+    os.close(fd)
+    raise
 
 
 def npz_bytes(*args, **kwargs) -> bytes:

@@ -87,6 +87,19 @@ def _start_workers_with_pdeathsig() -> None:
       **{**vars(subprocess), 'Popen': WorkerPopen})
 
 
+def _quiet_grappler() -> None:
+  """TFF's Grappler pass prints its routine lines through ``native_log.quiet``."""
+  # pylint: disable=g-import-not-at-top
+  from tensorflow_federated.python.core.environments.tensorflow_backend import (
+      graph_optimizations)
+  from tff_noisy import native_log
+  # pylint: enable=g-import-not-at-top
+  optimizer = graph_optimizations.tf_optimizer
+  if not hasattr(optimizer.OptimizeGraph, '__wrapped__'):
+    graph_optimizations.tf_optimizer = types.SimpleNamespace(
+        **{**vars(optimizer), 'OptimizeGraph': native_log.quietly(optimizer.OptimizeGraph)})
+
+
 def use_in_this_thread() -> None:
   """Lets the calling thread run TFF computations. TFF installs its execution context only
   in the thread that imports it (its context stack is thread-local; any other thread gets
@@ -123,5 +136,6 @@ def import_tff():
                                            default_hook=sys.unraisablehook)
     if sys.platform.startswith('linux'):
       _start_workers_with_pdeathsig()
+    _quiet_grappler()
     _registered = True
   return tff

@@ -3,9 +3,10 @@
 A worker is the C++ ``worker_binary`` that ships in the TFF wheel: TFF's executor service
 on one gRPC port of every interface (the binary takes no address to bind), running any
 computation it is sent. :func:`serve` runs one until SIGINT or SIGTERM, confined to a
-private network namespace behind a front on the address the user gives
-(``tff_noisy.worker_front``): loopback by default, mutual TLS on any other address
-(``tff_noisy.worker_tls``), the bare binary only with ``--insecure``.
+private network namespace behind a front on the address the user gives (loopback by
+default; ``tff_noisy.worker_front``) that speaks mutual TLS (``tff_noisy.worker_tls``).
+Without certificates it serves only with ``--insecure``: plain on loopback behind the
+front, or the bare binary on every interface.
 :func:`parse_workers` and :func:`check_workers` turn ``--workers`` into addresses that
 answer, before any data or model is built; :func:`channel` dials one (with the driver's
 certificates when ``$TFF_NOISY_WORKER_CERTS`` is set); ``tff_noisy.remote`` runs a run's
@@ -51,8 +52,8 @@ class WorkerLost(errors.UserError):
     plural = 's' if len(self.workers) > 1 else ''
     super().__init__(
         f'TFF worker{plural} {names} stopped answering ({reason}); every completed round '
-        'is in the run\'s checkpoints: restart the worker (tff-noisy worker --port PORT) '
-        'or leave it out of --workers, and continue with --resume')
+        "is in the run's checkpoints: restart the worker (tff-noisy worker --port PORT "
+        '--certs DIR) or leave it out of --workers, and continue with --resume')
 
 
 def worker_binary() -> str:
@@ -144,13 +145,14 @@ def check_workers(addresses: Sequence[str], timeout: float = CONNECT_TIMEOUT) ->
   if silent:
     raise WorkersError(
         f"--workers: no TFF worker answers at {', '.join(silent)} (waited {timeout:g} s); "
-        'start one on each machine with `tff-noisy worker --port PORT`')
+        'start one on each machine with `tff-noisy worker --port PORT --certs DIR`')
   foreign = not_tff_workers(addresses, timeout)
   if foreign:
     named = '; '.join(f'{address} ({why})' for address, why in foreign.items())
     raise WorkersError(
         f'--workers: a gRPC server answers but it is not a TFF worker: {named}; start '
-        '`tff-noisy worker --port PORT` there, or name the port a worker listens on')
+        '`tff-noisy worker --port PORT --certs DIR` there, or name the port a worker '
+        'listens on')
 
 
 def _why_silent(address: str, timeout: float) -> Optional[str]:
@@ -208,9 +210,10 @@ def _tls_reason(connection, address: str, host: str, timeout: float) -> Optional
 
 LOOPBACK = '127.0.0.1'  # Where a worker listens by default: this machine only.
 INSECURE_HELP = (
-    "serve as TFF's worker binary does by itself: on every interface, with no TLS and no "
-    'authentication, so that anyone who can reach the port runs any program as this user '
-    'on this machine (only for a network nobody else can reach)')
+    'serve with no TLS and no authentication: with a loopback --host, behind the front, so '
+    'that every user of this machine can run any program as you through the port; without '
+    "--host, as TFF's worker binary does by itself, on every interface, so that anyone who "
+    'can reach the port can (only for a machine or network nobody else uses)')
 
 
 def serve(port: int, max_concurrent_calls: int = -1, host: Optional[str] = None,
@@ -218,16 +221,17 @@ def serve(port: int, max_concurrent_calls: int = -1, host: Optional[str] = None,
   """Runs a TFF worker on ``port`` until SIGINT or SIGTERM.
 
   The binary runs in a private network namespace behind a front on ``host:port``
-  (``tff_noisy.worker_front``, in a process forked for it): plain on a loopback ``host``,
-  mutual TLS with ``certs`` (needed on any other address). ``insecure``: the binary alone,
-  on every interface.
+  (``tff_noisy.worker_front``, in a process forked for it) that speaks mutual TLS with
+  ``certs``. Without ``certs`` only ``insecure`` serves: plain behind the front on a
+  loopback ``host`` (every user of the machine reaches it), else the binary alone on every
+  interface.
 
   Args:
     port: TCP port, 1-65535.
     max_concurrent_calls: Most parallel calls of one computation (clients trained at
       once); 0 or less: no limit.
-    host: The address to listen on (default ``LOOPBACK``; with ``insecure`` only one of
-      ``EVERY_INTERFACE``).
+    host: The address to listen on (default ``LOOPBACK``; with ``insecure`` a loopback
+      address, or none or one of ``EVERY_INTERFACE`` for the bare binary).
     certs: A directory with ``ca.pem``, ``server.pem`` and ``server.key``
       (``tff_noisy.worker_tls``).
     insecure: Serve without the namespace and without TLS (``INSECURE_HELP``).
@@ -240,9 +244,12 @@ def serve(port: int, max_concurrent_calls: int = -1, host: Optional[str] = None,
     raise errors.UserError(f'--port: {port} is not in 1-65535')
   command = [worker_binary(), f'--port={port}',
              f'--max_concurrent_computation_calls={max_concurrent_calls}']
-  if insecure:
+  if insecure and not (host is not None and worker_front.is_loopback(host)):
     _serve_insecure(port, command, host, certs)
     return
+  if insecure and certs:
+    raise errors.UserError('--insecure: a worker with --certs is not insecure; give one of '
+                           '--insecure and --certs')
   host = host or LOOPBACK
   context = worker_tls.worker_context(certs) if certs else None
   if context is None and not worker_front.is_loopback(host):
@@ -251,11 +258,23 @@ def serve(port: int, max_concurrent_calls: int = -1, host: Optional[str] = None,
         'TLS: add --certs DIR (`tff-noisy worker certs DIR` writes one), reach a loopback '
         'worker through an SSH tunnel, or accept that anyone who reaches the port runs any '
         'program as this user with --insecure (docs/guide.md: Running on several machines)')
+  if context is None and not insecure:
+    raise errors.UserError(
+        f'worker: without --certs, port {port} of {host} takes connections from every user '
+        f'of this machine, and each could run any program as {_user()} through it: add '
+        '--certs DIR (`tff-noisy worker certs DIR` writes one; the driver sets '
+        f'${worker_tls.CERTS_ENV}=DIR), or accept that with --insecure --host {host}')
   listener = worker_front.listen(host, port)
-  where = (f'port {port} of {host} with mutual TLS (drivers need a client certificate of '
-           f'{os.path.join(certs, "ca.pem")})' if context else
-           f'port {port} of {host} (this machine only)')
-  _serve_confined(listener, port, command, context, where)
+  warning = None
+  if context:
+    where = (f'port {port} of {host} with mutual TLS (drivers need a client certificate '
+             f'of {os.path.join(certs, "ca.pem")})')
+  else:
+    where = f'port {port} of {host} (this machine only, every user of it)'
+    warning = (f'--insecure: port {port} of {host} takes connections with no TLS and no '
+               'authentication: every user of this machine can run any program as '
+               f'{_user()} through it')
+  _serve_confined(listener, port, command, context, where, warning)
 
 
 def _serve_insecure(port: int, command: List[str], host: Optional[str],
@@ -268,8 +287,8 @@ def _serve_insecure(port: int, command: List[str], host: Optional[str],
     raise errors.UserError(
         f"--host: {host!r} cannot be honoured with --insecure: TFF's worker_binary takes "
         f"only a port and listens on every interface (--host "
-        f"{' | '.join(worker_front.EVERY_INTERFACE)}); without --insecure a worker listens "
-        'on the address you give')
+        f"{' | '.join(worker_front.EVERY_INTERFACE)}), or a loopback --host keeps it to "
+        'this machine; with --certs a worker listens on the address you give')
   _check_port_free(port)
   process = tff_runtime.WorkerPopen(command)
   stopping = []
@@ -298,9 +317,11 @@ def _serve_insecure(port: int, command: List[str], host: Optional[str],
   print(f'{errors.PROG} worker: stopped', flush=True)
 
 
-def _serve_confined(listener, port: int, command: List[str], context, where: str) -> None:
+def _serve_confined(listener, port: int, command: List[str], context, where: str,
+                    warning: Optional[str] = None) -> None:
   """Forks the front (it enters the namespace, so this process keeps its network), then
-  waits for it; SIGINT or SIGTERM here stop it. The front's error comes back on a pipe."""
+  waits for it; SIGINT or SIGTERM here stop it. The front's error comes back on a pipe;
+  ``warning`` is printed once the worker listens."""
   parent = os.getpid()
   front = []
   stopping = []
@@ -318,7 +339,8 @@ def _serve_confined(listener, port: int, command: List[str], context, where: str
     pid = os.fork()
     if pid == 0:
       os.close(read_end)
-      _front_process(listener, port, command, context, where, parent, stopping, write_end)
+      _front_process(listener, port, command, context, where, parent, stopping, write_end,
+                     warning)
     front.append(pid)
     os.close(write_end)
     listener.close()
@@ -338,7 +360,7 @@ def _serve_confined(listener, port: int, command: List[str], context, where: str
 
 
 def _front_process(listener, port, command, context, where, parent, stopping,
-                   report_fd) -> None:
+                   report_fd, warning=None) -> None:
   """The forked front: private network, the binary in it, forwarding; never returns."""
   status = 2
   message = ''
@@ -357,6 +379,9 @@ def _front_process(listener, port, command, context, where, parent, stopping,
     process = tff_runtime.WorkerPopen(command)
     try:
       if _wait_listening(process, port):
+        if warning:
+          errors.warn(warning)
+          sys.stderr.flush()
         print(f'{errors.PROG} worker: TFF worker (pid {process.pid}) listening on {where}; '
               'Ctrl-C or SIGTERM stops it', flush=True)
         worker_front.forward(listener, port, context,

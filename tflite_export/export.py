@@ -8,6 +8,7 @@ import numpy as np
 import tensorflow as tf
 
 from tff_noisy import files
+from tff_noisy import native_log
 from tff_noisy.data.federated import FederatedData
 from tflite_export import convert
 from tflite_export import sidecar
@@ -33,6 +34,7 @@ def preprocessing(input_shape, given_in_python: bool = False) -> str:
   return _IMAGE.format(shape=tuple(input_shape))
 
 
+@native_log.quietly  # The converter's and the interpreter's routine lines.
 def export_model(model: tf.keras.Model, data: FederatedData, path: str, *,
                  config_hash: str, quantize: str = 'none', representative_size: int = 200,
                  integer_io: bool = False, verify: bool = False,

@@ -89,7 +89,7 @@ def _lock_holder(path: str) -> Optional[dict]:
   if not os.path.exists(lock_path):
     return None
   try:
-    with open(lock_path) as f:
+    with files.open_regular(lock_path, 'r') as f:
       holder = json.load(f)
   except (OSError, ValueError):
     return {}
@@ -127,7 +127,7 @@ def _load_run(root: str, path: str, method: str, setting=None, seed=None,
   results_path = os.path.join(full, _RESULTS)
   if os.path.exists(results_path):
     try:
-      with open(results_path) as f:
+      with files.open_regular(results_path, 'r') as f:
         results = json.load(f)
     except ValueError as e:
       raise ReportError(f'{results_path} is not valid JSON: {e}') from None
@@ -205,7 +205,7 @@ def _grid_settings(directory: str, manifest: dict, runs: List[Run]) -> dict:
   settings = dict(manifest.get('settings') or {})
   grid_csv = os.path.join(directory, 'grid.csv')
   if not settings and os.path.exists(grid_csv):
-    with open(grid_csv, newline='') as f:
+    with files.open_regular(grid_csv, 'r', newline='') as f:
       settings = {studies.setting_dir(row.get('setting', '')): row.get('setting', '')
                   for row in csv.DictReader(f)}
   for run in runs:  # Overrides unknown: written without a manifest or grid.csv.
@@ -854,7 +854,7 @@ def publish(directory: str, dest: str) -> Tuple[str, int, int]:
       _remove_empty_parents(dest, os.path.dirname(name))
     _record_publish(dest, copies)  # First: a publish cut short is still replaced whole.
     for name in copies:
-      with open(os.path.join(directory, name), 'rb') as f:
+      with files.open_regular(os.path.join(directory, name)) as f:
         files.write_file(os.path.join(dest, name), f.read())
   except OSError as e:
     raise ReportError(f'--publish: cannot write {dest}: {os_reason(e)}') from None
@@ -882,7 +882,7 @@ def _earlier_publish(dest: str) -> List[str]:
   listed = set()
   if os.path.lexists(record):
     try:
-      with open(record) as f:
+      with files.open_regular(record, 'r') as f:
         listed = set(json.load(f)['files'])
     except (OSError, ValueError, KeyError, TypeError):
       raise ReportError(f'--publish: {record} cannot be read as the record of an earlier '

@@ -149,7 +149,7 @@ def load(out_dir: str) -> Dict[str, Any]:
   if not os.path.exists(path):
     raise FileNotFoundError(f'{out_dir} has no {RESULTS_FILE}: not a finished tff-noisy run')
   try:
-    with open(path, 'rb') as f:
+    with files.open_regular(path) as f:
       results = json.loads(f.read())
   except (ValueError, UnicodeDecodeError) as e:  # JSONDecodeError is a ValueError.
     raise UserError(f'{path} cannot be read ({e}): not a whole results file; write it again '
@@ -170,5 +170,5 @@ def load_final_weights(out_dir: str) -> List[np.ndarray]:
     raise FileNotFoundError(
         f'{out_dir} has no {WEIGHTS_FILE}: the run did not finish (resume it with '
         '`tff-noisy run CONFIG --out DIR --resume`)')
-  with np.load(path) as arrays:
+  with files.open_regular(path) as f, np.load(f) as arrays:
     return [arrays[f'arr_{i}'] for i in range(len(arrays.files))]

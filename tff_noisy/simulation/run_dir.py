@@ -26,11 +26,13 @@ import json
 import os
 import shutil
 import socket
+import stat
 import sys
 import time
 from typing import NamedTuple
 
 from tff_noisy import device as device_lib
+from tff_noisy import files
 from tff_noisy.errors import UserError, os_reason, warn
 from tff_noisy.simulation import results
 
@@ -107,7 +109,7 @@ def _manifest_runs(directory: str) -> dict:
   """``{first path part: [the rest of each run path]}`` of the study manifest in
   ``directory``; {} without one."""
   try:
-    with open(os.path.join(directory, MANIFEST_FILE)) as f:
+    with files.open_regular(os.path.join(directory, MANIFEST_FILE), 'r') as f:
       paths = [str(run['path']) for run in json.load(f)['runs']]
   except (OSError, ValueError, KeyError, TypeError):
     return {}
@@ -161,11 +163,14 @@ def refuse_if_running(directory: str, command: str) -> None:
   """Raises RunDirError when a live run holds ``directory``'s lock: what ``command`` would
   write there would be stale when that run ends."""
   path = os.path.join(directory, LOCK_FILE)
+  _refuse_odd_lock(path, command)
   try:
-    fd = os.open(path, os.O_RDONLY)
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
   except OSError:
     return
   try:
+    if not stat.S_ISREG(os.fstat(fd).st_mode):  # Replaced since the check.
+      raise _odd_lock(path, command)
     try:
       fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -221,7 +226,11 @@ def claim(out_dir: str, *, resume: bool = False, overwrite: bool = False,
 def _lock(path: str, out_dir: str, flags: Flags) -> int:
   """Locks ``path`` (created if missing) and writes this process into it; returns its fd."""
   while True:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    _refuse_odd_lock(path, flags.out)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):  # Replaced since the check.
+      os.close(fd)
+      raise _odd_lock(path, flags.out)
     try:
       fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -241,6 +250,26 @@ def _lock(path: str, out_dir: str, flags: Flags) -> int:
   os.ftruncate(fd, 0)
   os.pwrite(fd, json.dumps(holder).encode(), 0)
   return fd
+
+
+def _refuse_odd_lock(path: str, what: str) -> None:
+  """Raises RunDirError when ``path`` exists and is not a regular file: a symlink (the
+  lock's writes would land in its target) or a FIFO, a device or a socket (reading one
+  can wait forever); checked before it is opened."""
+  try:
+    mode = os.lstat(path).st_mode
+  except FileNotFoundError:
+    return
+  if not stat.S_ISREG(mode):
+    raise _odd_lock(path, what)
+
+
+def _odd_lock(path: str, what: str) -> RunDirError:
+  mode = os.lstat(path).st_mode
+  shown = 'a symlink' if stat.S_ISLNK(mode) else files.kind(mode)
+  return RunDirError(f'{what}: {path} is {shown}, not the regular file tff-noisy locks a '
+                     'run with; it is not opened: remove it if no tff-noisy run is using '
+                     'this directory')
 
 
 def _describe(content: bytes) -> str:

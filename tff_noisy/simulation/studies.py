@@ -185,7 +185,7 @@ def write_manifest(out: str, kind: str, runs: List[PlannedRun], methods_run: lis
 def read_manifest(directory: str) -> Optional[dict]:
   """``DIR/manifest.json``, or None if there is none or it cannot be read."""
   try:
-    with open(os.path.join(directory, MANIFEST_FILE)) as f:
+    with files.open_regular(os.path.join(directory, MANIFEST_FILE), 'r') as f:
       manifest = json.load(f)
   except (OSError, ValueError):
     return None
