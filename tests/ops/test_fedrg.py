@@ -156,6 +156,10 @@ def test_initial_mixture_is_the_codes_start():
 _RNG = np.random.default_rng(3)
 
 
+def f32(a):
+  return tf.constant(np.asarray(a), tf.float32)
+
+
 def _unit(n, d):
   return fedrg.l2_normalize(_RNG.normal(size=(n, d)))
 
@@ -165,7 +169,6 @@ def test_tf_twins_agree_with_numpy():
   kappa, beta = np.array([5.0, 2.0, 9.0]), np.array([0.2, 0.5, 0.3])
   m_map = _RNG.dirichlet(np.ones(3), size=2)
   labels = np.array([0, 1, 1, 0, 1, 0])
-  f32 = lambda a: tf.constant(np.asarray(a), tf.float32)  # pylint: disable=unnecessary-lambda-assignment
   kappa_hat = fedrg.augmentation_concentration(z1, z2)
   np.testing.assert_allclose(fedrg_tf.augmentation_concentration(f32(z1), f32(z2)),
                              kappa_hat, rtol=1e-4)
@@ -201,7 +204,6 @@ def test_tf_losses_agree_with_numpy():
   labels = np.array([0, 2, 1, 1, 0])
   transition = fedrg.project_transition(_RNG.uniform(size=(3, 3)))
   noisy = np.array([0.0, 1.0, 1.0, 0.0, 0.0])
-  f32 = lambda a: tf.constant(np.asarray(a), tf.float32)  # pylint: disable=unnecessary-lambda-assignment
   np.testing.assert_allclose(
       fedrg_tf.fedrg_loss(labels, f32(logits), f32(transition), f32(noisy)),
       fedrg.fedrg_loss(labels, logits, transition, noisy), rtol=1e-5)

@@ -36,6 +36,7 @@ from tff_noisy.methods import fedelc
 from tff_noisy.methods import fedexp
 from tff_noisy.methods import fedln
 from tff_noisy.methods import fedlsr
+from tff_noisy.methods import fedrg
 from tff_noisy.methods import fednoro
 from tff_noisy.methods import joint_optim
 from tff_noisy.methods import logitclip
@@ -77,6 +78,7 @@ METHODS = registry.Registry('method.name', 'method', {
     **rfl.SPECS,
     **fedlsr.SPECS,
     **fedcorr.SPECS,
+    **fedrg.SPECS,
 }, MethodSpec, discover=extensions.import_entry_points, unknown_hint=extensions.IMPORTS_HINT)
 
 
