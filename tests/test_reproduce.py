@@ -220,7 +220,7 @@ def test_maskedoptim_aggregates_as_its_paper_and_its_baselines_with_the_mean():
       ('fedavg', 'mean'), ('fedprox', 'mean'), ('coteaching', 'mean'), ('fednoro', 'mean'),
       ('fedexp', 'mean'), ('coteaching_plus', 'mean'), ('joint_optim', 'mean'),
       ('selfie', 'mean'), ('dividemix', 'mean'), ('rfl', 'mean'), ('fedlsr', 'mean'),
-      ('fedelc', 'mean'),
+      ('fedelc', 'mean'), ('fedrg', 'mean'),
       ('maskedoptim', 'geometric_median_per_tensor')}
 
 
@@ -242,7 +242,7 @@ _CPU_BASELINES = {('fedefc', 'table2_mnist'): ['fedcorr', 'ditto', 'feddyn'],
                   ('fedds', 'table4_mnist'): ['scaffold', 'fedds_scaffold', 'moon', 'fedds_moon'],
                   ('maskedoptim', 'table3_cifar10'): [
                       'coteaching', 'fednoro', 'fedexp', 'coteaching_plus', 'joint_optim',
-                      'selfie', 'dividemix', 'rfl', 'fedlsr', 'fedelc']}
+                      'selfie', 'dividemix', 'rfl', 'fedlsr', 'fedelc', 'fedrg']}
 
 
 def test_the_cpu_scales_run_the_methods_of_their_committed_reports_and_the_new_rows():
