@@ -255,3 +255,18 @@ def test_fedrg_runs_equally_on_tff_and_tf(tmp_cache):
     states = [r.store.objective_state(cid, r.process.program, r.data.y[cid])[parts.STATE]
               for r in (runs['tff'], runs['tf'])]
     np.testing.assert_allclose(states[1], states[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_a_resumed_run_equals_the_uninterrupted_one(tmp_path, tmp_cache):
+  """The clients' T and mixtures are checkpointed client state and the views come from the
+  round's seed: a run restarted after rounds 1 and 2 trains exactly as the uninterrupted
+  one."""
+  del tmp_cache
+  reference = helpers.run_with_restarts(_digits(), str(tmp_path / 'reference'))
+  resumed = helpers.run_with_restarts(_digits(), str(tmp_path / 'resumed'),
+                                      restart_after=(1, 2))
+  for want, got in zip(reference.history, resumed.history):
+    for key in ('train_loss', 'test_accuracy', parts.STAGE):
+      assert got[key] == want[key], key
+  assert helpers.max_difference(reference.final_weights(), resumed.final_weights()) == 0
