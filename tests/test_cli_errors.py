@@ -174,8 +174,9 @@ def test_compared_methods_share_one_params_section(capsys, tmp_path, command):
   message = _fails(capsys, [command, _DEMO, '--methods', 'fedavg,fedprox', *sets,
                             '--out', str(tmp_path)])
   assert message == ("method.params.warmup_rounds: neither the config's method "
-                     '(fedln_nafedavg) nor a compared one (fedavg, fedprox) takes it (it belongs '
-                     'to selfie, dividemix, joint_optim, maskedoptim, fednoro, fedelc, fedrg)')
+                     '(fedln_nafedavg) nor a compared one (fedavg, fedprox) takes it (it '
+                     'belongs to selfie, dividemix, fedrn, joint_optim, maskedoptim, fednoro, '
+                     'fedelc, feddiv, fedrg)')
   assert not os.listdir(tmp_path)  # Refused before any run started.
 
 

@@ -216,12 +216,43 @@ def test_maskedoptim_aggregates_as_its_paper_and_its_baselines_with_the_mean():
   plan = reproduce.plan(reproduce.table_of('maskedoptim', 'table3_cifar10'), 'cpu')
   runs = studies.plan_grid(plan.config_path, plan.overrides, plan.methods, plan.settings,
                            plan.seeds[:1], plan.method_overrides)
-  assert {(r.method, r.config.fl.aggregator) for r in runs} == {
+  assert {(r.name, r.config.fl.aggregator) for r in runs} == {
       ('fedavg', 'mean'), ('fedprox', 'mean'), ('coteaching', 'mean'), ('fednoro', 'mean'),
       ('fedexp', 'mean'), ('coteaching_plus', 'mean'), ('joint_optim', 'mean'),
       ('selfie', 'mean'), ('dividemix', 'mean'), ('rfl', 'mean'), ('fedlsr', 'mean'),
-      ('fedelc', 'mean'), ('fedrg', 'mean'),
+      ('fedrn', 'mean'), ('fedelc', 'mean'), ('feddiv', 'mean'), ('fedrg', 'mean'),
+      ('trimmed_mean', 'trimmed_mean'), ('krum', 'krum'),
+      ('coordinate_median', 'coordinate_median'),
       ('maskedoptim', 'geometric_median_per_tensor')}
+
+
+def test_maskedoptim_s_robust_aggregator_rows_are_fedavg_with_kappa_0_3(monkeypatch):
+  """Sec. 5.1: kappa = 0.3 for Krum and TrimmedMean, FNBench's int(0.3 n) of a round's n
+  clients: TrimmedMean's beta 0.3 (floor(0.3 * 5) = 1 value trimmed per end at the cpu
+  scale's 5 clients a round), Krum's f = floor(0.3 * 5) = 1 at the cpu scale and
+  floor(0.3 * 10) = 3 at the paper's 10; Median without a parameter. Each runs fedavg (no
+  method params) in its own directory, on FedAvg's data."""
+  monkeypatch.setattr(reproduce, '_check_dataset_present', lambda config: None)
+  table = reproduce.table_of('maskedoptim', 'table3_cifar10')
+  rows = ('trimmed_mean', 'krum', 'coordinate_median')
+  assert {row: table.methods[row] for row in rows} == {
+      'trimmed_mean': 'TrimmedMean (Yin et al., 2018)',
+      'krum': 'Krum (Blanchard et al., 2017)', 'coordinate_median': 'Median (Li et al., 2021b)'}
+  expected = {'cpu': {'trimmed_mean': {'beta': 0.3}, 'krum': {'f': 1}, 'coordinate_median': {}},
+              'paper': {'trimmed_mean': {'beta': 0.3}, 'krum': {'f': 3},
+                        'coordinate_median': {}}}
+  for scale, clients in (('cpu', 5), ('paper', 10)):
+    plan = reproduce.plan(table, scale, methods=['fedavg', *rows])
+    runs = studies.plan_grid(plan.config_path, plan.overrides, plan.methods,
+                             plan.settings[:1], plan.seeds[:1], plan.method_overrides)
+    by_name = {r.name: r for r in runs}
+    assert {row: by_name[row].config.fl.aggregator_params for row in rows} == expected[scale]
+    for row in rows:
+      run = by_name[row]
+      assert (run.method, run.row, run.config.method.name, run.config.method.params) == (
+          'fedavg', row, 'fedavg', {})
+      assert run.path.endswith('/' + row) and run.config.clients_per_round() == clients
+      assert run.config.data_hash() == by_name['fedavg'].config.data_hash()
 
 
 # The methods each shipped cpu scale ran for its committed report (docs/papers/reports):
@@ -242,7 +273,8 @@ _CPU_BASELINES = {('fedefc', 'table2_mnist'): ['fedcorr', 'ditto', 'feddyn'],
                   ('fedds', 'table4_mnist'): ['scaffold', 'fedds_scaffold', 'moon', 'fedds_moon'],
                   ('maskedoptim', 'table3_cifar10'): [
                       'coteaching', 'fednoro', 'fedexp', 'coteaching_plus', 'joint_optim',
-                      'selfie', 'dividemix', 'rfl', 'fedlsr', 'fedelc', 'fedrg']}
+                      'selfie', 'dividemix', 'rfl', 'fedlsr', 'fedrn', 'fedelc', 'feddiv', 'fedrg',
+                      'trimmed_mean', 'krum', 'coordinate_median']}
 
 
 def test_the_cpu_scales_run_the_methods_of_their_committed_reports_and_the_new_rows():
@@ -253,6 +285,19 @@ def test_the_cpu_scales_run_the_methods_of_their_committed_reports_and_the_new_r
     methods = table.scales['cpu'].methods
     assert sorted(methods) == sorted(_CPU_METHODS[key] + _CPU_BASELINES.get(key, [])), key
     assert set(methods) <= set(table.methods), key
+
+
+def test_feddiv_is_an_extra_row_without_a_paper_number_and_its_codes_warm_up():
+  """FedDiv is not one of MaskedOptim's Table 3 rows: no paper number in any setting; its
+  runs keep its released code's 5 warm-up iterations, not the config's T_w = 10."""
+  table = reproduce.table_of('maskedoptim', 'table3_cifar10')
+  assert 'feddiv' in table.methods and 'feddiv' in table.scales['cpu'].methods
+  assert all('feddiv' not in row for row in table.paper_numbers.values())
+  plan = reproduce.plan(table, 'cpu', methods=['fedavg', 'feddiv'])
+  runs = studies.plan_grid(plan.config_path, plan.overrides, plan.methods, plan.settings,
+                           plan.seeds[:1], plan.method_overrides)
+  (feddiv,) = [r for r in runs if r.method == 'feddiv']
+  assert feddiv.config.method.params['warmup_rounds'] == 5
 
 
 def test_the_baselines_rows_carry_the_papers_numbers():
@@ -272,11 +317,28 @@ def test_the_baselines_rows_carry_the_papers_numbers():
   mo = reproduce.table_of('maskedoptim', 'table3_cifar10').paper_numbers['sym_0.0-0.4']
   assert (mo['coteaching'], mo['fednoro']) == (66.42, 70.81)
   assert (mo['fedexp'], mo['selfie'], mo['fedelc']) == (63.00, 64.49, 71.21)  # @Rec.
+  assert mo['fedrn'] == 46.56  # @Rec; FedRN's warm-up is 20% of each scale's rounds.
+  table3 = reproduce.table_of('maskedoptim', 'table3_cifar10')
+  assert table3.methods['fedrn'] == 'FedRN (Kim et al., 2022)'
+  assert {scale: table3.method_overrides_at(scale, ['fedrn'])['fedrn'] for scale in
+          ('cpu', 'paper')} == {
+              'cpu': ['fl.aggregator=mean', 'method.params.warmup_rounds=20'],
+              'paper': ['fl.aggregator=mean', 'method.params.warmup_rounds=24']}
   fedefc3 = reproduce.table_of('fedefc', 'table3_cifar100').paper_numbers['rho0.1_zeta0.0']
   assert (fedefc3['ditto'], fedefc3['feddyn']) == (61.95, 64.20)
   assert reproduce.table_of('maskedoptim', 'table6_clothing1m').paper_numbers['clothing1m'] == {
       'fedavg': 69.26, 'fedprox': 67.62, 'coteaching': 69.77, 'fedcorr': 69.92,
-      'fednoro': 70.62, 'maskedoptim': 71.89}
+      'fednoro': 70.62, 'maskedoptim': 71.89, 'trimmed_mean': 68.57, 'krum': 67.32,
+      'coordinate_median': 69.00}
+  # The robust aggregators' rows (@Rec in Tables 3 and 5, F1 in Table 4).
+  rows = ('trimmed_mean', 'krum', 'coordinate_median')
+  assert [mo[r] for r in rows] == [60.95, 36.27, 63.67]
+  assert [reproduce.table_of('maskedoptim', 'table3_cifar10').paper_numbers['mixed_0.0-0.4'][r]
+          for r in rows] == [59.72, 28.39, 65.82]
+  assert [reproduce.table_of('maskedoptim', 'table4_agnews').paper_numbers['pair_0.0-0.4'][r]
+          for r in rows] == [54.21, 44.37, 61.06]
+  assert [reproduce.table_of('maskedoptim', 'table5_cifar10n').paper_numbers['dir0.5'][r]
+          for r in rows] == [65.72, 36.84, 71.82]
 
 
 def test_lsc_baselines_take_the_appendix_parameters(monkeypatch):
@@ -360,6 +422,181 @@ def test_only_the_chosen_settings_and_methods_run_in_the_protocol_s_order(toy):
   with pytest.raises(ConfigError, match=r"^--methods: name at least one of fedavg, fedprox"):
     reproduce.plan(toy, 'cpu', methods=[])
 
+
+# A row that is not a method's name: FedAvg with the trimmed mean (floor(0.25 * 5) = 1
+# value trimmed per end with the demo config's 5 clients a round).
+_ROWS = ('rows: {tm: {method: fedavg, set: ["fl.aggregator=trimmed_mean", '
+         '"fl.aggregator_params.beta=0.25"]}}')
+
+
+def _toy_with_row(tmp_path, monkeypatch, rows: str = _ROWS, after: str = '',
+                  line: str = '') -> None:
+  """The toy protocol with ``rows`` and the row ``tm`` in its table (a paper number at
+  Sym. 0.2), and ``line`` after the line ``after``; installed."""
+  protocol = textwrap.dedent(_PROTOCOL).replace('tables:\n', rows + '\ntables:\n', 1)
+  protocol = protocol.replace('methods: {fedavg: "FedAvg", fedprox: "FedProx"}',
+                              'methods: {fedavg: "FedAvg", fedprox: "FedProx", '
+                              'tm: "TrimmedMean"}')
+  protocol = protocol.replace('fedprox: 82.5}', 'fedprox: 82.5, tm: 78.0}')
+  if after:
+    protocol = protocol.replace(after + '\n', after + '\n' + line + '\n')
+  (tmp_path / 'toy.yaml').write_text(protocol)
+  monkeypatch.setattr(reproduce, 'PROTOCOL_DIR', str(tmp_path))
+
+
+def test_a_row_runs_its_method_with_its_own_overrides_in_its_own_directory(tmp_path,
+                                                                          monkeypatch):
+  _toy_with_row(tmp_path, monkeypatch)
+  table = reproduce.table_of('toy', 'table2')
+  assert table.rows == {'tm': 'fedavg'} and table.paper_numbers['sym0.2']['tm'] == 78.0
+  assert table.method_overrides['tm'] == [
+      'method.name=fedavg', 'fl.aggregator=trimmed_mean', 'fl.aggregator_params.beta=0.25']
+  assert '      --methods fedavg,fedprox,tm; rows: tm (fedavg)' in reproduce.listing('toy')
+  plan = reproduce.plan(table, 'cpu', methods=['tm', 'fedavg'])
+  assert plan.methods == ['fedavg', 'tm']
+  runs = {r.path: r for r in studies.plan_grid(
+      plan.config_path, plan.overrides, plan.methods, plan.settings, plan.seeds,
+      plan.method_overrides)}
+  assert len(runs) == 8  # 2 settings x 2 seeds x 2 rows.
+  row, base = runs['sym0.2/seed1/tm'], runs['sym0.2/seed1/fedavg']
+  assert (row.method, row.row, row.name, row.config.method.name) == (
+      'fedavg', 'tm', 'tm', 'fedavg')
+  assert (row.config.fl.aggregator, row.config.fl.aggregator_params) == (
+      'trimmed_mean', {'beta': 0.25})
+  assert (base.row, base.name, base.config.fl.aggregator) == (None, 'fedavg', 'mean')
+  assert row.config.data_hash() == base.config.data_hash()  # The same data as FedAvg's.
+  assert table.study('cpu', methods=['tm'])['rows'] == {'tm': 'fedavg'}
+  assert table.study('cpu', methods=['fedavg'])['rows'] == {}
+  with pytest.raises(ConfigError, match=r"^--methods: table 'table2' at scale cpu has no "
+                     r"'TM'; did you mean 'tm'\? Allowed: fedavg, fedprox, tm$"):
+    reproduce.plan(table, 'cpu', methods=['TM'])
+
+
+@pytest.mark.parametrize('rows, message', [
+    ('rows: {TM: {method: fedavg}}', r"^protocol toy, table table2: methods names 'tm', "
+     r"neither a method nor one of the protocol's rows; did you mean 'TM'\? Rows: TM$"),
+    ('rows: {tm: {method: fedavgg}}', r"^protocol toy: rows\.tm\.method: unknown method "
+     r"'fedavgg'; did you mean 'fedavg'\?"),
+    ('rows: {tm: {set: []}}', r'^protocol toy: rows\.tm\.method: missing'),
+    ('rows: {tm: {method: fedavg, sets: []}}', r"^protocol toy: rows\.tm: unknown key "
+     r"'sets'; did you mean 'set'\? Allowed: method, set$"),
+    ('rows: {tm: {method: fedavg, set: fl.aggregator=krum}}',
+     r'^protocol toy: rows\.tm\.set: expected a list of key=value overrides$'),
+    ('rows: {tm: {method: fedavg, set: [method.name=fedprox]}}',
+     r"^protocol toy: rows\.tm\.set: sets method\.name; the row's method is "
+     r"protocol toy: rows\.tm\.method$"),
+    ('rows: {fedprox: {method: fedavg}}', r"^protocol toy: rows\.fedprox: 'fedprox' is a "
+     r"method's name; a row needs a name of its own"),
+    ('rows: {"../tm": {method: fedavg}}', r"^protocol toy: rows: row id '\.\./tm': "),
+    ('rows: [tm]', r'^protocol toy: rows: expected a mapping of row id'),
+])
+def test_a_wrong_row_is_one_error_naming_its_field(tmp_path, monkeypatch, rows, message):
+  _toy_with_row(tmp_path, monkeypatch, rows)
+  with pytest.raises(ConfigError, match=message) as error:
+    reproduce.load('toy')
+  assert '\n' not in str(error.value)
+
+
+def test_a_method_set_keeps_its_method_and_a_scale_runs_the_table_s_rows(tmp_path,
+                                                                         monkeypatch):
+  _toy_with_row(tmp_path, monkeypatch, after='    methods: {fedavg: "FedAvg", fedprox: '
+                '"FedProx", tm: "TrimmedMean"}',
+                line='    method_set: {fedprox: ["method.name=fedavg"]}')
+  with pytest.raises(ConfigError, match=r"^protocol toy, table table2: method_set\.fedprox "
+                     r"sets method\.name; a method run under overrides of its own is a row"):
+    reproduce.load('toy')
+  _toy_with_row(tmp_path, monkeypatch, after='      minutes_per_cell: 0.5',
+                line='      methods: [fedavg, sce]')
+  with pytest.raises(ConfigError, match=r"^protocol toy, table table2 \(scale cpu\): methods "
+                     r"names 'sce', not one of the table's: fedavg, fedprox, tm$"):
+    reproduce.load('toy')
+  # A scale's method_set adds to a row's overrides, at that scale only.
+  _toy_with_row(tmp_path, monkeypatch, after='      minutes_per_cell: 0.5',
+                line='      method_set: {tm: ["fl.aggregator_params.beta=0.4"]}')
+  table = reproduce.table_of('toy', 'table2')
+  assert table.method_overrides_at('cpu')['tm'] == [
+      'method.name=fedavg', 'fl.aggregator=trimmed_mean', 'fl.aggregator_params.beta=0.4']
+  assert table.method_overrides_at('paper')['tm'][-1] == 'fl.aggregator_params.beta=0.25'
+  # A grid's method keeps its name: its overrides may not make it another method.
+  plan = reproduce.plan(table, 'cpu', methods=['fedavg'])
+  with pytest.raises(ConfigError, match=r"^fedavg: its overrides set method\.name=fedprox"):
+    studies.plan_grid(plan.config_path, plan.overrides, plan.methods, plan.settings,
+                      plan.seeds, {'fedavg': ['method.name=fedprox']})
+
+
+def test_the_report_shows_a_row_under_its_label_never_as_its_method(tmp_path, monkeypatch):
+  """The row's runs are fedavg runs (results.json says so); the manifest names them by
+  the row, and the report sets them beside the paper's row, apart from FedAvg's."""
+  _toy_with_row(tmp_path, monkeypatch)
+  table = reproduce.table_of('toy', 'table2')
+  plan = reproduce.plan(table, 'cpu', methods=['fedavg', 'tm'])
+
+  def run(config, out, choices):
+    del choices
+    trimmed = config.fl.aggregator == 'trimmed_mean'  # The row: 5 points above FedAvg.
+    best = 0.70 + (0.05 if trimmed else 0.0) + 0.01 * config.seed
+    results = results_lib.Results(
+        config=config.to_dict(), data_hash=config.data_hash(), method=config.method.name,
+        params={}, rounds=[{'round': 1, 'test_accuracy': best},
+                           {'round': 2, 'test_accuracy': best - 0.1}],
+        client_noise_rates={})
+    results_lib.write(out, results)
+    return results
+
+  out = tmp_path / 'out'
+  out.mkdir()
+  studies.grid(plan.config_path, plan.overrides, plan.methods, plan.settings, plan.seeds,
+               str(out), run, paper=table.study('cpu', methods=plan.methods),
+               method_overrides=plan.method_overrides)
+  manifest = studies.read_manifest(str(out))
+  assert manifest['methods'] == ['fedavg', 'tm']
+  assert manifest['runs'][:2] == [
+      {'path': 'sym0.2/seed0/fedavg', 'method': 'fedavg', 'setting': 'sym0.2', 'seed': 0},
+      {'path': 'sym0.2/seed0/tm', 'method': 'fedavg', 'setting': 'sym0.2', 'seed': 0,
+       'row': 'tm'}]
+  assert results_lib.load(str(out / 'sym0.2/seed0/tm'))['method'] == 'fedavg'
+  text = open(report.write_report(str(out))[0]).read()
+  assert ('`tm` is `fedavg` with `fl.aggregator=trimmed_mean fl.aggregator_params.beta=0.25`'
+          ' (the protocol\'s `rows`') in text
+  # Best round over seeds 0 and 1: FedAvg 0.70, 0.71; the row 0.75, 0.76 (2 seeds each).
+  assert '| Sym. 0.2 | fedavg (FedAvg) | 80.00 | 70.50 ± 0.50 | 65.50 ± 0.50 | 2 |' in text
+  assert '| Sym. 0.2 | tm (TrimmedMean) | 78.00 | 75.50 ± 0.50 | 70.50 ± 0.50 | 2 |' in text
+  assert '| Sym. 0.2 | tm | -2.00 | +5.00 | 0.00 | 0: +5.00, 1: +5.00 | 2 of 2 |' in text
+  grid_csv = (out / 'grid.csv').read_text()
+  assert 'Sym. 0.2' not in grid_csv and ',tm,2,' in grid_csv  # The grid's own table too.
+  # A row's run not started yet is named by its row.
+  os.rename(out / 'sym0.6' / 'seed1' / 'tm', tmp_path / 'not_yet')
+  text = open(report.write_report(str(out))[0]).read()
+  assert '| sym0.6 | tm | 1 | not started |' in text
+
+
+def test_a_row_runs_for_real_and_resumes(tmp_path, tmp_cache, monkeypatch, capfd):
+  """``reproduce`` of a row on digits, 2 rounds, tf runtime: the run is FedAvg with the
+  row's aggregator (its results.json config; its rounds' trimmed_per_end = floor(0.25 *
+  5) = 1), reported under the row's label; ``--resume`` keeps both cells."""
+  from experiments import run as cli  # pylint: disable=g-import-not-at-top
+  _toy_with_row(tmp_path, monkeypatch)
+  out = str(tmp_path / 'out')
+  command = ['reproduce', 'toy', '--settings', 'sym0.2', '--methods', 'fedavg,tm',
+             '--seeds', '0', '--set', 'fl.rounds=2', '--set', 'fl.client_runtime=tf',
+             '--out', out]
+  cli.main(command)
+  row = results_lib.load(os.path.join(out, 'sym0.2', 'seed0', 'tm'))
+  base = results_lib.load(os.path.join(out, 'sym0.2', 'seed0', 'fedavg'))
+  assert row['method'] == 'fedavg' and row['config']['method']['name'] == 'fedavg'
+  assert (row['config']['fl']['aggregator'], row['config']['fl']['aggregator_params']) == (
+      'trimmed_mean', {'beta': 0.25})
+  assert [r['aggregator']['trimmed_per_end'] for r in row['rounds']] == [1, 1]
+  assert base['config']['fl']['aggregator'] == 'mean' and row['data_hash'] == base['data_hash']
+  curve = lambda results: [r['test_accuracy'] for r in results['rounds']]
+  assert curve(row) != curve(base)  # Another server rule on the same data.
+  assert studies.read_manifest(out)['runs'][1]['row'] == 'tm'
+  text = open(os.path.join(out, 'report.md')).read()
+  assert '| Sym. 0.2 | tm (TrimmedMean) | 78.00 | ' in text
+  capfd.readouterr()
+  cli.main(command + ['--resume'])
+  assert '[grid] 2 of 2 cells finished earlier with the same config: kept; 0 to run' in (
+      capfd.readouterr().err)
 
 @pytest.mark.slow
 def test_the_paper_scale_runs_a_round_on_a_tfds_cifar10_directory(tmp_path, tmp_cache):

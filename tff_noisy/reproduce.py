@@ -7,7 +7,9 @@ round, mean of the last 10 rounds, final), its settings (noise columns) as confi
 overrides, the methods it compares that this project implements, and the paper's number
 for every cell, copied from the paper; under ``scales``, how this project
 runs each table (a config, overrides, settings, methods, seeds, and what was measured).
-Two scales:
+A table's row is a method's name, or a row id the protocol declares under ``rows``: a
+method run with overrides of its own (TrimmedMean: ``fedavg`` with the ``trimmed_mean``
+aggregator), in ``SETTING/seedN/ROW``, reported under the row's label. Two scales:
 
 - ``cpu``: a protocol that finishes on 2 CPU cores (Fashion-MNIST or digits), in the
   regime the paper studies (FedAvg's accuracy peaks, then falls as it fits the wrong
@@ -21,6 +23,7 @@ adds the table beside the paper's (``report.paper_table``). TensorFlow-free.
 
 import dataclasses
 import os
+import re
 from typing import Dict, List, NamedTuple, Optional
 
 from tff_noisy import config as config_lib
@@ -38,6 +41,9 @@ _PAPER_FIELDS = {'dataset': 'data.dataset', 'model': 'model.name',
                  'clients': 'partition.num_clients', 'participation': 'fl.participation',
                  'rounds': 'fl.rounds', 'local_epochs': 'fl.local_epochs',
                  'batch_size': 'fl.batch_size'}
+_ROW_ID = re.compile(r'[A-Za-z0-9][A-Za-z0-9_.-]*')  # A row's directory name.
+_ROW_KEYS = ('method', 'set')
+_METHOD_KEY = 'method.name'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,7 +70,7 @@ class Table:
   caption: str
   metric: str
   metric_note: str
-  methods: Dict[str, str]  # Our method name -> the paper's row label.
+  methods: Dict[str, str]  # Our method name or row id -> the paper's row label.
   baseline: str  # The method the others are compared with (the protocol's ``baseline``).
   settings: Dict[str, str]  # Setting id -> the paper's label.
   paper_numbers: Dict[str, Dict[str, Optional[float]]]  # Setting -> method -> value (%).
@@ -76,6 +82,9 @@ class Table:
   # When the paper does not say which round it reports (``metric: unstated``), how this
   # project reads it (``metric_reading``, one of ``METRICS``); the report's headline.
   metric_reading: Optional[str] = None
+  # Row id -> the method it runs, for the table's rows that are not a method's name (the
+  # protocol's ``rows``); its overrides, ``method.name`` first, are in method_overrides.
+  rows: Dict[str, str] = dataclasses.field(default_factory=dict)
 
   def method_overrides_at(self, scale: str,
                           methods: Optional[list] = None) -> Dict[str, list]:
@@ -98,6 +107,8 @@ class Table:
             'settings': self.settings, 'numbers': self.paper_numbers, 'scale': scale,
             'scale_note': self.scales[scale].note,
             'method_overrides': self.method_overrides_at(scale, methods),
+            'rows': {row: method for row, method in self.rows.items()
+                     if row in (self.scales[scale].methods if methods is None else methods)},
             'extra_overrides': list(extra or [])}
 
 
@@ -117,10 +128,14 @@ def load(paper: str) -> Dict[str, Table]:
                       f"Allowed: {', '.join(papers())}")
   with open(os.path.join(PROTOCOL_DIR, f'{paper}.yaml')) as f:
     protocol = yamlio.load(f)
-  method_overrides = {name: list(values)
-                      for name, values in (protocol.get('method_set') or {}).items()}
+  rows = _rows(paper, protocol.get('rows'))
+  method_overrides = {name: list(values) for name, values in rows.items()}
+  for name, values in (protocol.get('method_set') or {}).items():
+    _no_method_name(f'protocol {paper}', name, values)
+    method_overrides[name] = _later_wins(method_overrides.get(name, []), values)
   tables = {}
   for table_id, table in protocol['tables'].items():
+    _check_names(f'protocol {paper}, table {table_id}', table['methods'], rows)
     settings = {s['id']: s.get('label', s['id']) for s in table['settings']}
     paper_overrides = {s['id']: list(s['overrides']) for s in table['settings']}
     scales = {}
@@ -136,8 +151,70 @@ def load(paper: str) -> Dict[str, Table]:
          for sid, row in (table.get('paper_numbers') or {}).items()}, scales,
         _method_set(f'protocol {paper}, table {table_id}', table['methods'],
                     table.get('method_set'), method_overrides),
-        _reading(paper, table_id, table))
+        _reading(paper, table_id, table),
+        {row: rows[row][0].split('=', 1)[1] for row in table['methods'] if row in rows})
   return tables
+
+
+def _rows(paper: str, spec) -> Dict[str, list]:
+  """The protocol's ``rows``: row id -> its overrides, ``method.name=M`` first, then its
+  ``set``. A row id is not a method's name; ConfigError naming the field otherwise."""
+  where = f'protocol {paper}: rows'
+  if spec is None:
+    return {}
+  if not isinstance(spec, dict):
+    raise ConfigError(f'{where}: expected a mapping of row id -> {{method: M, set: [...]}}')
+  rows = {}
+  for row, fields in spec.items():
+    at = f'{where}.{row}'
+    if not isinstance(row, str) or not _ROW_ID.fullmatch(row):
+      raise ConfigError(f"{where}: row id {row!r}: expected letters, digits, '_', '.' and "
+                        "'-' (it names the run's directory)")
+    if row in method_registry.METHODS:
+      raise ConfigError(f"{at}: '{row}' is a method's name; a row needs a name of its own "
+                        f'(the method it runs goes in {at}.method)')
+    if not isinstance(fields, dict):
+      raise ConfigError(f'{at}: expected a mapping with {" and ".join(_ROW_KEYS)}')
+    for key in fields:
+      if key not in _ROW_KEYS:
+        raise ConfigError(f"{at}: unknown key '{key}'{did_you_mean(key, _ROW_KEYS) or '.'} "
+                          f'Allowed: {", ".join(_ROW_KEYS)}')
+    method = fields.get('method')
+    if method not in method_registry.METHODS:
+      raise ConfigError(
+          f'{at}.method: ' + ('missing' if method is None else
+                              f"unknown method '{method}'"
+                              f"{did_you_mean(str(method), method_registry.METHODS)}")
+          + '; it names the method the row runs (tff-noisy list methods)')
+    overrides = fields.get('set') or []
+    if not isinstance(overrides, list) or not all(
+        isinstance(o, str) and '=' in o for o in overrides):
+      raise ConfigError(f'{at}.set: expected a list of key=value overrides')
+    if any(_sets_method(o) for o in overrides):
+      raise ConfigError(f"{at}.set: sets {_METHOD_KEY}; the row's method is {at}.method")
+    rows[row] = [f'{_METHOD_KEY}={method}'] + list(overrides)
+  return rows
+
+
+def _sets_method(override: str) -> bool:
+  return override.split('=', 1)[0].strip() == _METHOD_KEY
+
+
+def _no_method_name(where: str, name: str, values: list) -> None:
+  """A ``method_set`` entry keeps its method: another method is a row (``rows``)."""
+  if any(_sets_method(value) for value in values):
+    raise ConfigError(f'{where}: method_set.{name} sets {_METHOD_KEY}; a method run under '
+                      'overrides of its own is a row: rows: {ROW: {method: M, set: [...]}}')
+
+
+def _check_names(where: str, names, rows: dict) -> None:
+  """Each of a table's ``names`` is a method's or one of the protocol's ``rows``."""
+  known = list(method_registry.METHODS) + list(rows)
+  for name in names:
+    if name not in known:
+      raise ConfigError(f"{where}: methods names '{name}', neither a method nor one of "
+                        f"the protocol's rows{did_you_mean(name, known) or '.'} Rows: "
+                        f"{', '.join(rows) or 'none'}")
 
 
 def _method_set(where: str, methods, own: Optional[dict], inherited: dict) -> dict:
@@ -146,6 +223,7 @@ def _method_set(where: str, methods, own: Optional[dict], inherited: dict) -> di
   ``where`` ('protocol P, table T') names the place of a wrong name."""
   merged = {name: list(values) for name, values in inherited.items()}
   for name, values in (own or {}).items():
+    _no_method_name(where, name, values)
     if name not in methods:
       raise ConfigError(f"{where}: method_set names '{name}', "
                         f"not one of the table's methods: {', '.join(methods)}")
@@ -189,6 +267,10 @@ def _scale(paper: str, table_id: str, scale: str, spec: dict, table: dict,
     if sid not in paper_overrides:
       raise ConfigError(f"protocol: setting '{sid}' of scale {scale} is not one of the "
                         f"table's: {', '.join(paper_overrides)}")
+  for name in spec.get('methods') or []:
+    if name not in table['methods']:
+      raise ConfigError(f"protocol {paper}, table {table_id} (scale {scale}): methods names "
+                        f"'{name}', not one of the table's: {', '.join(table['methods'])}")
   return Scale(spec['config'], overrides,
                {sid: list(paper_overrides[sid] if own is None else own)
                 for sid, own in chosen.items()},
@@ -214,7 +296,7 @@ def table_of(paper: str, table: Optional[str], scale: Optional[str] = None) -> T
 
 def listing(paper: Optional[str] = None) -> str:
   """Every paper's (or only ``paper``'s) tables and scales, with a measured time per
-  cell where there is one."""
+  cell where there is one, and the names ``--methods`` takes (a row: with its method)."""
   lines = []
   for paper in [paper] if paper else papers():
     tables = load(paper)
@@ -234,6 +316,9 @@ def listing(paper: Optional[str] = None) -> str:
           time = ('for a GPU machine; time not measured' if name == 'paper'
                   else 'time per cell not measured yet')
         lines.append(f'    --scale {name}: {cells} cells ({len(scale.seeds)} seeds); {time}')
+        rows = [f'{m} ({table.rows[m]})' for m in scale.methods if m in table.rows]
+        lines.append(f'      --methods {",".join(scale.methods)}'
+                     + (f'; rows: {", ".join(rows)}' if rows else ''))
   return '\n'.join(lines)
 
 
@@ -270,7 +355,9 @@ def plan(table: Table, scale: str, seeds: Optional[list] = None,
   grid_settings = [studies.Setting(sid, spec.settings[sid], ','.join(spec.settings[sid]))
                    for sid in _subset('--settings', settings, list(spec.settings), where)]
   grid_methods = _subset('--methods', methods, spec.methods, where)
-  overrides = _params_of(spec.overrides, spec.methods, grid_methods) + list(extra or [])
+  methods_of = {name: table.rows.get(name, name) for name in spec.methods}
+  overrides = _params_of(spec.overrides, [methods_of[m] for m in spec.methods],
+                         [methods_of[m] for m in grid_methods]) + list(extra or [])
   if scale == 'paper':
     config = config_lib.load(config_path, overrides + grid_settings[0].overrides)
     _check_dataset_present(config)

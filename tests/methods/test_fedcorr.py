@@ -19,8 +19,8 @@ from tff_noisy.federated.client_parts import (ClientContext, ClientProgram, Cros
 from tff_noisy.federated.client_parts import mixup as mixup_part
 from tff_noisy.methods import fedcorr as fedcorr_method
 from tff_noisy.methods.fedcorr.parts import AdaptiveProximal
-from tff_noisy.methods.fedcorr.diagnostics import relabelling_counts
 from tff_noisy.ops import fedcorr
+from tff_noisy.ops import knn
 from tff_noisy.ops import mixup
 from tff_noisy.ops import mixup_tf
 from tff_noisy.simulation import assembly
@@ -86,7 +86,7 @@ def test_relabelling_rule_by_hand():
 
 
 def test_relabelling_counts_by_hand():
-  assert relabelling_counts([0, 1, 2, 0], [0, 2, 2, 1], [0, 2, 1, 0]) == {
+  assert knn.relabelling_counts([0, 1, 2, 0], [0, 2, 2, 1], [0, 2, 1, 0]) == {
       'changed': 2, 'corrected': 1, 'broken': 1, 'wrong_before': 2, 'wrong_after': 2}
 
 

@@ -79,3 +79,36 @@ def test_the_more_reliable_model_decides_the_clean_set():
                                 [True] * 3 + [False] * 3)
   # Equal scores: w̄ = 1/2 everywhere, nothing passes, every example is kept.
   np.testing.assert_array_equal(fedrn.clean_examples(own, neighbour, 0.5, [0.5]), [True] * 6)
+
+
+def test_cross_entropy_by_hand():
+  # z = (0, 0): -log 1/2; z = (log 3, 0), y = 0: -log 3/4.
+  np.testing.assert_allclose(fedrn.cross_entropy([[0.0, 0.0], [np.log(3.0), 0.0]], [1, 0]),
+                             [np.log(2.0), np.log(4.0 / 3.0)])
+
+
+def test_finetune_head_is_sgd_with_momentum_on_the_linear_head_by_hand():
+  # φ = (1), y = 0, W = (0, 0), b = (0, 0), η = 1. Step 1: p = (1/2, 1/2), ∂z = (−1/2, 1/2),
+  # ∂W = φᵀ∂z = (−1/2, 1/2) = ∂b, m = g: W = b = (1/2, −1/2). Step 2: z = (1, −1),
+  # p_0 = σ(2), ∂z = (σ(2) − 1, 1 − σ(2)); μ = 1/2: m_0 = −1/4 + σ(2) − 1, W_0 = 1/2 − m_0.
+  s = 1.0 / (1.0 + np.exp(-2.0))
+  kernel, bias = fedrn.finetune_head([[1.0]], [0], [[0.0, 0.0]], [0.0, 0.0], [[0], [0]],
+                                     lr=1.0, momentum=0.5)
+  w0 = 0.5 - (-0.25 + s - 1.0)
+  np.testing.assert_allclose(kernel, [[w0, -w0]])
+  np.testing.assert_allclose(bias, [w0, -w0])
+  # One step on a batch of two, φ = (1, 2) with labels (0, 1), η = 1/2, weight decay 1/10 on
+  # W = (1, 0), b = (0, 0): z = (1, 0) and (2, 0); p_0 = σ(1), σ(2).
+  # ∂z/2 per row: ((σ(1) − 1)/2, (1 − σ(1))/2) and (σ(2)/2, −σ(2)/2).
+  # ∂W_0 = (σ(1) − 1)/2 + 2 σ(2)/2 + 0.1, ∂b_0 = (σ(1) − 1)/2 + σ(2)/2.
+  s1 = 1.0 / (1.0 + np.exp(-1.0))
+  kernel, bias = fedrn.finetune_head([[1.0], [2.0]], [0, 1], [[1.0, 0.0]], [0.0, 0.0],
+                                     [[0, 1]], lr=0.5, weight_decay=0.1)
+  g_w0 = (s1 - 1) / 2 + s + 0.1
+  g_b0 = (s1 - 1) / 2 + s / 2
+  np.testing.assert_allclose(kernel, [[1.0 - 0.5 * g_w0, 0.5 * (g_w0 - 0.1)]])
+  np.testing.assert_allclose(bias, [-0.5 * g_b0, 0.5 * g_b0])
+  # No batch (no clean example): the head as it was.
+  kernel, bias = fedrn.finetune_head(np.zeros((0, 1)), [], [[1.0, 2.0]], [3.0, 4.0], [], 1.0)
+  np.testing.assert_array_equal(kernel, [[1.0, 2.0]])
+  np.testing.assert_array_equal(bias, [3.0, 4.0])

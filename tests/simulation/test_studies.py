@@ -145,3 +145,36 @@ def test_a_compare_creates_its_output_directory(tmp_path):
   done = studies.compare(config_lib.from_dict(_CONFIG), ['fedavg'], str(out),
                          _recording_run(calls, str(out), seen))
   assert [name for name, _ in done] == ['fedavg'] and (out / 'comparison.csv').exists()
+
+
+def test_a_grid_row_runs_the_method_its_overrides_name_in_its_own_directory(tmp_path,
+                                                                           capsys):
+  """A name that is not a method's is a row: ``method.name`` in its overrides is the method
+  it runs, in OUT/SETTING/seedN/ROW, recorded in the manifest; ``--resume`` keeps it."""
+  path = tmp_path / 'c.yaml'
+  path.write_text(json.dumps(_CONFIG))
+  out = tmp_path / 'grid'
+  out.mkdir()
+  rows = {'median': ['method.name=fedavg', 'fl.aggregator=coordinate_median']}
+
+  def grid(calls):
+    return studies.grid(str(path), [], ['fedavg', 'median'], [], [0], str(out),
+                        _recording_run(calls, str(out), []), method_overrides=rows,
+                        keep_finished=True)
+  calls = []
+  table = grid(calls)
+  assert [(name, out_dir.rsplit('/', 2)[-2:]) for name, _, _, out_dir in calls] == [
+      ('fedavg', ['seed0', 'fedavg']), ('fedavg', ['seed0', 'median'])]
+  ran = json.loads((out / 'default/seed0/median/results.json').read_text())['config']
+  assert (ran['method'], ran['fl']['aggregator']) == (
+      {'name': 'fedavg', 'params': {}}, 'coordinate_median')  # fedln's k left out.
+  assert studies.read_manifest(str(out))['runs'][1] == {
+      'path': 'default/seed0/median', 'method': 'fedavg', 'setting': 'default', 'seed': 0,
+      'row': 'median'}
+  assert table.splitlines()[0] == '| setting | fedavg | median |'
+  capsys.readouterr()
+  again = []
+  assert grid(again) == table and not again
+  assert '[grid] 2 of 2 cells finished earlier with the same config' in capsys.readouterr().err
+  with pytest.raises(config_lib.ConfigError, match="method.name: unknown method 'median'"):
+    studies.grid(str(path), [], ['median'], [], [0], str(out), _recording_run([], '', []))

@@ -29,6 +29,7 @@ from tff_noisy.methods import ditto
 from tff_noisy.methods import dividemix
 from tff_noisy.methods import fedavg
 from tff_noisy.methods import fedcorr
+from tff_noisy.methods import feddiv
 from tff_noisy.methods import feddyn
 from tff_noisy.methods import fedds
 from tff_noisy.methods import fedefc
@@ -38,6 +39,7 @@ from tff_noisy.methods import fedln
 from tff_noisy.methods import fedlsr
 from tff_noisy.methods import fedrg
 from tff_noisy.methods import fednoro
+from tff_noisy.methods import fedrn
 from tff_noisy.methods import joint_optim
 from tff_noisy.methods import logitclip
 from tff_noisy.methods import lsc
@@ -69,6 +71,7 @@ METHODS = registry.Registry('method.name', 'method', {
     **coteaching_plus.SPECS,
     **selfie.SPECS,
     **dividemix.SPECS,
+    **fedrn.SPECS,
     **joint_optim.SPECS,
     **lsc.SPECS,
     **fedefc.SPECS,
@@ -78,6 +81,7 @@ METHODS = registry.Registry('method.name', 'method', {
     **rfl.SPECS,
     **fedlsr.SPECS,
     **fedcorr.SPECS,
+    **feddiv.SPECS,
     **fedrg.SPECS,
 }, MethodSpec, discover=extensions.import_entry_points, unknown_hint=extensions.IMPORTS_HINT)
 

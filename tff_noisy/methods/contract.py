@@ -13,7 +13,8 @@ The engine's pieces a method may use are here too: the models' weights
 (``model_weights_of``), probes of the received model on any clients (``build_probe``,
 ``probe_logits``, ``ordered_dataset``), the softmax table of a client's examples
 (``example_probabilities``), the keys of the shared parts' values (``MIX_KEY``,
-``MIX_SEED``; ``GLOBAL``, ``PREVIOUS``, ``HAS_PREVIOUS``), and the records scored against
+``MIX_SEED``; ``GLOBAL``, ``PREVIOUS``, ``HAS_PREVIOUS``), the per-example field a data plan
+sets to weight a client's update by its examples (``AGGREGATION_WEIGHT_KEY``), and the records scored against
 the simulation's truth (``Diagnostic``; ``NoisyClients``, flags of noisy clients). Beside
 this module a method folder imports ``tff_noisy.methods.common`` (``MethodSpec``,
 without TensorFlow, for its ``__init__``), ``tff_noisy.params``, its maths in
@@ -28,7 +29,7 @@ from tff_noisy.diagnostics import Diagnostic
 from tff_noisy.federated.client_parts import example_probabilities
 from tff_noisy.federated.client_parts.mixup import MIX_KEY, MIX_SEED
 from tff_noisy.federated.client_parts.reference_models import GLOBAL, HAS_PREVIOUS, PREVIOUS
-from tff_noisy.federated.client_work import model_weights_of
+from tff_noisy.federated.client_work import AGGREGATION_WEIGHT_KEY, model_weights_of
 from tff_noisy.federated.probe import build_probe
 from tff_noisy.federated.probe import logits_of as probe_logits
 from tff_noisy.methods import register
@@ -39,7 +40,7 @@ from tff_noisy.methods.recipe import (combine, DataPlan, Recipe, Schedule, Serve
                                       ServerStep, Setup, stored_labels)
 from tff_noisy.params import described, Params, require
 
-__all__ = ['ClientContext', 'ClientPart', 'ControlVariate', 'CrossEntropy', 'DataPlan',
+__all__ = ['AGGREGATION_WEIGHT_KEY', 'ClientContext', 'ClientPart', 'ControlVariate', 'CrossEntropy', 'DataPlan',
            'DeviceForm', 'Diagnostic', 'GLOBAL', 'GlobalAndPreviousModels', 'HAS_PREVIOUS',
            'MIX_KEY', 'MIX_SEED', 'MethodSpec', 'Mixup', 'Needs', 'NoisyClients',
            'ON_DEVICE', 'Outputs', 'PREVIOUS', 'Params', 'PerExampleLoss', 'Proximal',

@@ -17,9 +17,14 @@ After warm-up, before client i trains in a round:
   fine-tuned neighbour's losses, and ensembles: w̄ = Σ_m R_m w_m / Σ_m R_m over itself and
   its neighbours. The examples with w̄ > τ (all, if none) are the clean set it trains the
   global model on, with cross-entropy, for the round's local epochs.
+
+``finetune_head`` is the neighbour's head fine-tuning (the code's ``finetune_head``: SGD
+on the linear classifier alone, the body frozen) on the body's features of the client's
+examples.
 """
 
 import numpy as np
+import scipy.special
 
 from tff_noisy.ops import common
 from tff_noisy.ops import detection
@@ -91,3 +96,31 @@ def clean_examples(own_losses, neighbor_losses, client_score: float, neighbor_sc
   probabilities += [dividemix.clean_probability(losses, seed) for losses in neighbor_losses]
   scores = np.concatenate([[client_score], np.asarray(neighbor_scores, np.float64)])
   return clean_mask(ensemble_clean_probability(probabilities, scores), threshold)
+
+
+def cross_entropy(logits, labels) -> np.ndarray:
+  """Per-example −log softmax(z)_y [n] (the code's ``CrossEntropyLoss(reduction='none')``)."""
+  log_p = scipy.special.log_softmax(np.asarray(logits, np.float64), axis=-1)
+  return -log_p[np.arange(len(log_p)), np.asarray(labels, np.int64)]
+
+
+def finetune_head(features, labels, kernel, bias, batches, lr: float, momentum: float = 0.0,
+                  weight_decay: float = 0.0) -> tuple:
+  """``(kernel, bias)`` of a linear head z = φ W + b after one pass of SGD on the mean
+  cross-entropy over each of ``batches`` (index arrays into ``features`` [n, D] and
+  ``labels`` [n]) in turn, the body frozen (the code's ``finetune_head``). torch's SGD:
+  g ← ∇ + λ θ, m ← μ m + g (m = g at the first step), θ ← θ − η m."""
+  features = np.asarray(features, np.float64)
+  labels = np.asarray(labels, np.int64)
+  params = [np.array(kernel, np.float64), np.array(bias, np.float64)]
+  buffers = None
+  for batch in batches:
+    phi = features[batch]
+    probs = scipy.special.softmax(phi @ params[0] + params[1], axis=-1)
+    probs[np.arange(len(batch)), labels[batch]] -= 1.0
+    delta = probs / len(batch)  # d mean CE / d z.
+    grads = [phi.T @ delta + weight_decay * params[0],
+             delta.sum(axis=0) + weight_decay * params[1]]
+    buffers = grads if buffers is None else [momentum * m + g for m, g in zip(buffers, grads)]
+    params = [p - lr * m for p, m in zip(params, buffers)]
+  return params[0], params[1]

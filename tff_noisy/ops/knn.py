@@ -227,3 +227,15 @@ def correction_report(y_observed, y_corrected, y_true) -> dict:
       'fixed': _ratio(np.sum(wrong_before & right_after), wrong_before.sum()),
       'corrupted': _ratio(np.sum(~wrong_before & ~right_after), np.sum(~wrong_before)),
   }
+
+
+def relabelling_counts(observed, labels, true) -> dict:
+  """How labels differ from the ``observed`` ones against the ``true`` ones: ``changed``,
+  ``corrected`` (a wrong observed label made right), ``broken`` (a right one made wrong),
+  and the wrong labels before and after."""
+  observed, labels, true = map(np.asarray, (observed, labels, true))
+  wrong = observed != true
+  return {'changed': int(np.sum(labels != observed)),
+          'corrected': int(np.sum(wrong & (labels == true))),
+          'broken': int(np.sum(~wrong & (labels != true))),
+          'wrong_before': int(wrong.sum()), 'wrong_after': int(np.sum(labels != true))}

@@ -9,7 +9,9 @@ compare or grid with its runs' results to a folder to commit.
 Layouts (as ``experiments/run.py`` writes them):
   run      DIR/results.json
   compare  DIR/METHOD/results.json, DIR/comparison.csv
-  grid     DIR/SETTING/seedN/METHOD/results.json, DIR/grid.csv, DIR/grid.md
+  grid     DIR/SETTING/seedN/METHOD/results.json, DIR/grid.csv, DIR/grid.md; a row of
+           a reproduced table (``reproduce``: a method under overrides of its own) is
+           in DIR/SETTING/seedN/ROW and reported as its row, which the manifest names
 A run without ``results.json`` (still running, or interrupted) is listed as unfinished
 and left out of the tables and figures. A section whose fields no run recorded is left
 out.
@@ -116,7 +118,10 @@ def _lock_note(path: str) -> Optional[str]:
           f'`{holder.get("command", "?")}`')
 
 
-def _load_run(root: str, path: str, method: str, setting=None, seed=None) -> Run:
+def _load_run(root: str, path: str, method: str, setting=None, seed=None,
+              row: Optional[str] = None) -> Run:
+  """The run in ``root/path``, named by its results' method, else ``method`` (its
+  directory); by ``row`` when the study ran it as a row (its method is not its name)."""
   full = os.path.join(root, path)
   results = None
   results_path = os.path.join(full, _RESULTS)
@@ -136,7 +141,7 @@ def _load_run(root: str, path: str, method: str, setting=None, seed=None) -> Run
     method = results.get('method', method)
     if seed is None:
       seed = (results.get('config') or {}).get('seed')
-  return Run(path=path, method=method, setting=setting, seed=seed, results=results,
+  return Run(path=path, method=row or method, setting=setting, seed=seed, results=results,
              checkpoint_round=checkpoint_round, lock=_lock_note(full))
 
 
@@ -164,6 +169,8 @@ def discover(directory: str) -> Layout:
     return Layout('compare', directory, runs, {}, _not_started(manifest, runs), lock,
                   methods=list(manifest.get('methods') or []))
 
+  rows = {os.path.normpath(r['path']): r['row'] for r in manifest.get('runs') or []
+          if isinstance(r, dict) and r.get('row') and r.get('path')}
   runs = []
   for setting in subdirs:
     for seed_name in _subdirs(os.path.join(directory, setting)):
@@ -173,8 +180,9 @@ def discover(directory: str) -> Layout:
       seed_path = os.path.join(setting, seed_name)
       for method in _subdirs(os.path.join(directory, seed_path)):
         if _is_run_dir(os.path.join(directory, seed_path, method)):
-          runs.append(_load_run(directory, os.path.join(seed_path, method), method,
-                                setting, int(match.group(1))))
+          path = os.path.join(seed_path, method)
+          runs.append(_load_run(directory, path, method, setting, int(match.group(1)),
+                                rows.get(os.path.normpath(path))))
   if runs or os.path.exists(os.path.join(directory, 'grid.csv')) or kind == 'grid':
     return Layout('grid', directory, runs, _grid_settings(directory, manifest, runs),
                   _not_started(manifest, runs), lock, manifest.get('paper'),
@@ -208,7 +216,8 @@ def _grid_settings(directory: str, manifest: dict, runs: List[Run]) -> dict:
 def _not_started(manifest: dict, runs: List[Run]) -> list:
   """``(setting, seed, method)`` of the manifest's runs that have no directory yet."""
   present = {run.path for run in runs}
-  return [(r.get('setting'), r.get('seed') if r.get('setting') else None, r['method'])
+  return [(r.get('setting'), r.get('seed') if r.get('setting') else None,
+           r.get('row') or r['method'])
           for r in manifest.get('runs') or [] if r.get('path') not in present]
 
 

@@ -49,8 +49,14 @@ def render(w: reporting.Writer, groups: dict, paper: dict) -> None:
   w.add(f'{paper["citation"]}. {paper["caption"]} The paper\'s metric: '
         f'{paper["metric"]} ({paper["metric_note"] or "no definition given"}); {ours}, '
         f'mean ± std over seeds, at scale `{paper["scale"]}`: {paper["scale_note"]}', '')
+  rows = paper.get('rows') or {}
   for method, overrides in (paper.get('method_overrides') or {}).items():
-    w.add(f'`{method}` runs with `{" ".join(overrides)}` (the protocol\'s `method_set`).', '')
+    if method in rows:  # Its overrides name its method first (method.name=...).
+      own = [o for o in overrides if o.split('=', 1)[0] != 'method.name']
+      w.add(f'`{method}` is `{rows[method]}` with `{" ".join(own)}` (the protocol\'s '
+            '`rows`; its runs are reported as the row).', '')
+    else:
+      w.add(f'`{method}` runs with `{" ".join(overrides)}` (the protocol\'s `method_set`).', '')
   if paper.get('extra_overrides'):
     w.add(f'Every cell ran with `--set {" --set ".join(paper["extra_overrides"])}`, '
           'beyond the protocol.', '')

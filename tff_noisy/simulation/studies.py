@@ -3,7 +3,9 @@
 
 ``OUT/manifest.json`` is written before the first run: the study's kind, its methods,
 seeds and settings (directory name -> ``--set`` overrides) and every planned run's
-directory, method, setting and seed. ``tff-noisy report`` reads it to lay the study out
+directory, method, setting and seed, and its row where a grid's name is a row (a
+protocol's, ``reproduce``: a method under overrides of its own, not the method's name).
+``tff-noisy report`` reads it to lay the study out, to name each row's runs by the row
 and to name the runs not started yet. TensorFlow-free: ``run`` (one experiment) is
 passed in, with each run's config already validated (``validation.Choices``).
 """
@@ -38,6 +40,12 @@ class PlannedRun:
   choices: validation.Choices  # Its validated choices: the run does not check it again.
   setting: Optional[str] = None  # A grid's setting directory; None in a compare.
   seed: Optional[int] = None
+  row: Optional[str] = None  # A grid's row that is not its method's name (``row_method``).
+
+  @property
+  def name(self) -> str:
+    """What the study's tables call the run: its row, else its method."""
+    return self.row or self.method
 
 
 def method_config(config: config_lib.ExperimentConfig, method: str):
@@ -111,28 +119,51 @@ def plan_compare(config: config_lib.ExperimentConfig, names: list, data=None,
           in method_configs(config, names, data, model_fn).items()]
 
 
+def row_method(name: str, overrides: list) -> str:
+  """The method a grid's ``name`` runs: ``name`` when it is a method's; else ``name`` is a
+  row, which runs the method its ``overrides`` name (``method.name=M``, last wins), or is
+  left to validation to refuse (an unknown method). ConfigError for a method's name whose
+  overrides name another method: a row of another method needs a name of its own."""
+  named = [o.split('=', 1)[1].strip() for o in overrides
+           if o.split('=', 1)[0].strip() == 'method.name']
+  if name in methods.METHODS:
+    if any(other != name for other in named):
+      raise config_lib.ConfigError(
+          f'{name}: its overrides set method.name={named[-1]}; a method\'s runs keep its '
+          'name (a row of another method needs a name that is not a method\'s)')
+    return name
+  return named[-1] if named else name
+
+
 def plan_grid(config_path: str, overrides: list, names: list, settings: List[Setting],
               seeds: list, method_overrides: Optional[Dict[str, list]] = None,
               imports: tuple = ()) -> List[PlannedRun]:
   """Every method x setting x seed, in ``OUT/SETTING/seedN/METHOD``; validated first.
 
-  ``method_overrides``: method -> ``--set`` overrides applied last to that method's runs
-  only (a paper's methods that aggregate differently, say). ``imports``: modules added to
-  every run's ``imports`` (``--import``, ``config.load``).
+  ``method_overrides``: name -> ``--set`` overrides applied last to that name's runs only
+  (a paper's methods that aggregate differently, say). A name that is not a method's is a
+  row: its overrides name the method it runs (``row_method``), its runs go in
+  ``OUT/SETTING/seedN/ROW`` with ``row`` set. ``imports``: modules added to every run's
+  ``imports`` (``--import``, ``config.load``).
   """
   method_overrides = method_overrides or {}
+  method_of = {name: row_method(name, method_overrides.get(name, [])) for name in names}
   runs = []
   for setting in settings:
     for seed in seeds:
       cell = overrides + setting.overrides + [f'seed={seed}']
-      configs = method_configs(config_lib.load(config_path, cell, imports), names)
+      configs = method_configs(config_lib.load(config_path, cell, imports),
+                               list(dict.fromkeys(method_of.values())))
       for name in names:
+        method = method_of[name]
         if method_overrides.get(name):
           own = config_lib.load(config_path, cell + method_overrides[name], imports)
-          configs[name] = _validated_method_config(own, name)
-        method_cfg, choices = configs[name]
-        runs.append(PlannedRun(os.path.join(setting.name, f'seed{seed}', name), name,
-                               method_cfg, choices, setting.name, seed))
+          method_cfg, choices = _validated_method_config(own, method)
+        else:
+          method_cfg, choices = configs[method]
+        runs.append(PlannedRun(os.path.join(setting.name, f'seed{seed}', name), method,
+                               method_cfg, choices, setting.name, seed,
+                               None if name == method else name))
   return runs
 
 
@@ -145,7 +176,8 @@ def write_manifest(out: str, kind: str, runs: List[PlannedRun], methods_run: lis
   manifest = {'kind': kind, 'methods': list(methods_run), 'seeds': seeds,
               'settings': settings, 'paper': paper,
               'runs': [{'path': r.path, 'method': r.method, 'setting': r.setting,
-                        'seed': r.seed} for r in runs]}
+                        'seed': r.seed, **({'row': r.row} if r.row else {})}
+                       for r in runs]}
   files.write_atomically(os.path.join(out, MANIFEST_FILE),
                          (json.dumps(manifest, indent=1) + '\n').encode())
 
@@ -235,7 +267,7 @@ def grid(config_path: str, overrides: list, names: list, settings: List[Setting]
       scores[path] = (done['final_accuracy'], done['last10_accuracy'])
   by_cell = {}
   for r in planned:
-    by_cell.setdefault((r.setting, r.method), []).append(scores[r.path])
+    by_cell.setdefault((r.setting, r.name), []).append(scores[r.path])
   return _write_grid(out, seeds, names, settings, by_cell)
 
 

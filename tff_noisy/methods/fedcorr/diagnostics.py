@@ -10,21 +10,9 @@ from tff_noisy.methods.contract import Diagnostic
 from tff_noisy.ops import knn
 
 
-def relabelling_counts(observed, labels, true) -> dict:
-  """How labels differ from the ``observed`` ones against the ``true`` ones: ``changed``,
-  ``corrected`` (a wrong observed label made right), ``broken`` (a right one made wrong),
-  and the wrong labels before and after."""
-  observed, labels, true = map(np.asarray, (observed, labels, true))
-  wrong = observed != true
-  return {'changed': int(np.sum(labels != observed)),
-          'corrected': int(np.sum(wrong & (labels == true))),
-          'broken': int(np.sum(~wrong & (labels != true))),
-          'wrong_before': int(wrong.sum()), 'wrong_after': int(np.sum(labels != true))}
-
-
 class Relabelling(Diagnostic):
   """``{client id: labels [n]}`` after a relabelling step (``relabelling``): per client and
-  over all of them, the counts of ``relabelling_counts`` and ``knn.correction_report``'s
+  over all of them, the counts of ``knn.relabelling_counts`` and ``knn.correction_report``'s
   shares, against the observed labels the run started from."""
 
   def __init__(self, labels: Dict[str, np.ndarray], observed: Dict[str, np.ndarray]):
@@ -45,7 +33,7 @@ class Relabelling(Diagnostic):
     def report(cids):
       arrays = [np.concatenate([source[c] for c in cids])
                 for source in (observed, self.labels, true)]
-      return {**relabelling_counts(*arrays), **knn.correction_report(*arrays)}
+      return {**knn.relabelling_counts(*arrays), **knn.correction_report(*arrays)}
 
     return {'relabelling': {'overall': report(list(self.labels)),
                             'per_client': {cid: report([cid]) for cid in self.labels}}}

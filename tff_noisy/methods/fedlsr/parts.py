@@ -21,9 +21,7 @@ and the round's training accuracy and example counts count both views.
 import numpy as np
 import tensorflow as tf
 
-from tff_noisy.federated.client_parts import ClientPart, Needs
-from tff_noisy.federated.client_parts.mixup import MIX_KEY
-from tff_noisy.federated.client_work import AGGREGATION_WEIGHT_KEY
+from tff_noisy.methods.contract import AGGREGATION_WEIGHT_KEY, ClientPart, MIX_KEY, Needs
 from tff_noisy.ops import fedlsr_tf
 
 DISTILL_WEIGHT = 'lsr_distill_weight'
