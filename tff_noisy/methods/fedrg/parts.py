@@ -27,8 +27,7 @@ example's latest (clean flag, P_clean), −1 before its first Stage II step.
 import numpy as np
 import tensorflow as tf
 
-from tff_noisy.federated.client_work import AGGREGATION_WEIGHT_KEY
-from tff_noisy.methods.contract import ClientPart, MIX_KEY, Needs
+from tff_noisy.methods.contract import AGGREGATION_WEIGHT_KEY, ClientPart, MIX_KEY, Needs
 from tff_noisy.methods.fedrg.layout import Layout
 from tff_noisy.ops import fedlsr_tf
 from tff_noisy.ops import fedrg_tf
