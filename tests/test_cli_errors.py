@@ -176,7 +176,7 @@ def test_compared_methods_share_one_params_section(capsys, tmp_path, command):
   assert message == ("method.params.warmup_rounds: neither the config's method "
                      '(fedln_nafedavg) nor a compared one (fedavg, fedprox) takes it (it '
                      'belongs to selfie, dividemix, fedrn, joint_optim, maskedoptim, fednoro, '
-                     'fedelc, feddiv)')
+                     'fedelc, feddiv, fedrg)')
   assert not os.listdir(tmp_path)  # Refused before any run started.
 
 

@@ -220,7 +220,7 @@ def test_maskedoptim_aggregates_as_its_paper_and_its_baselines_with_the_mean():
       ('fedavg', 'mean'), ('fedprox', 'mean'), ('coteaching', 'mean'), ('fednoro', 'mean'),
       ('fedexp', 'mean'), ('coteaching_plus', 'mean'), ('joint_optim', 'mean'),
       ('selfie', 'mean'), ('dividemix', 'mean'), ('rfl', 'mean'), ('fedlsr', 'mean'),
-      ('fedrn', 'mean'), ('fedelc', 'mean'), ('feddiv', 'mean'),
+      ('fedrn', 'mean'), ('fedelc', 'mean'), ('feddiv', 'mean'), ('fedrg', 'mean'),
       ('trimmed_mean', 'trimmed_mean'), ('krum', 'krum'),
       ('coordinate_median', 'coordinate_median'),
       ('maskedoptim', 'geometric_median_per_tensor')}
@@ -273,7 +273,7 @@ _CPU_BASELINES = {('fedefc', 'table2_mnist'): ['fedcorr', 'ditto', 'feddyn'],
                   ('fedds', 'table4_mnist'): ['scaffold', 'fedds_scaffold', 'moon', 'fedds_moon'],
                   ('maskedoptim', 'table3_cifar10'): [
                       'coteaching', 'fednoro', 'fedexp', 'coteaching_plus', 'joint_optim',
-                      'selfie', 'dividemix', 'rfl', 'fedlsr', 'fedrn', 'fedelc', 'feddiv',
+                      'selfie', 'dividemix', 'rfl', 'fedlsr', 'fedrn', 'fedelc', 'feddiv', 'fedrg',
                       'trimmed_mean', 'krum', 'coordinate_median']}
 
 

@@ -12,7 +12,7 @@ from tff_noisy.federated.client_parts import ClientPart, ClientProgram, CrossEnt
 def _program(name):
   params = methods.resolve_params(name, {}, rounds=1000)
   setup = types.SimpleNamespace(num_classes=10, client_lr=0.1, seed=0, rounds=1000,
-                                model_fn=lambda: helpers.linear_model(4, 10))
+                                weight_decay=0.0, model_fn=lambda: helpers.linear_model(4, 10))
   return ClientProgram(methods.METHODS[name].resolve()(params, setup).parts)
 
 

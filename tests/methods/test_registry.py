@@ -20,7 +20,7 @@ def test_every_registered_method_resolves_to_its_recipe(name):
   params = methods.resolve_params(name, {}, rounds=100)
   assert isinstance(params, methods.METHODS[name].params)
   setup = types.SimpleNamespace(num_classes=10, client_lr=0.1, seed=0, rounds=100,
-                                model_fn=lambda: helpers.linear_model(4, 10))
+                                weight_decay=0.0, model_fn=lambda: helpers.linear_model(4, 10))
   assert isinstance(methods.METHODS[name].resolve()(params, setup), recipe.Recipe)
 
 

@@ -94,7 +94,7 @@ def test_a_method_that_cannot_train_on_devices_is_refused():
 def test_the_registry_says_which_methods_train_on_devices():
   """Each method's ``MethodSpec.off_device`` agrees with its client parts' export check."""
   setup = types.SimpleNamespace(num_classes=10, client_lr=0.1, seed=0, rounds=1000,
-                                model_fn=lambda: helpers.linear_model(4, 10))
+                                weight_decay=0.0, model_fn=lambda: helpers.linear_model(4, 10))
   for name, spec in methods.METHODS.items():
     objective = ClientProgram(methods.METHODS[name].resolve()(spec.params(), setup).parts)
     if spec.off_device:

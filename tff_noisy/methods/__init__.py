@@ -37,6 +37,7 @@ from tff_noisy.methods import fedelc
 from tff_noisy.methods import fedexp
 from tff_noisy.methods import fedln
 from tff_noisy.methods import fedlsr
+from tff_noisy.methods import fedrg
 from tff_noisy.methods import fednoro
 from tff_noisy.methods import fedrn
 from tff_noisy.methods import joint_optim
@@ -81,6 +82,7 @@ METHODS = registry.Registry('method.name', 'method', {
     **fedlsr.SPECS,
     **fedcorr.SPECS,
     **feddiv.SPECS,
+    **fedrg.SPECS,
 }, MethodSpec, discover=extensions.import_entry_points, unknown_hint=extensions.IMPORTS_HINT)
 
 
