@@ -326,10 +326,29 @@ def test_the_baselines_rows_carry_the_papers_numbers():
               'paper': ['fl.aggregator=mean', 'method.params.warmup_rounds=24']}
   fedefc3 = reproduce.table_of('fedefc', 'table3_cifar100').paper_numbers['rho0.1_zeta0.0']
   assert (fedefc3['ditto'], fedefc3['feddyn']) == (61.95, 64.20)
-  assert reproduce.table_of('maskedoptim', 'table6_clothing1m').paper_numbers['clothing1m'] == {
+  table6 = reproduce.table_of('maskedoptim', 'table6_clothing1m')
+  assert table6.paper_numbers['clothing1m'] == {
       'fedavg': 69.26, 'fedprox': 67.62, 'coteaching': 69.77, 'fedcorr': 69.92,
       'fednoro': 70.62, 'maskedoptim': 71.89, 'trimmed_mean': 68.57, 'krum': 67.32,
-      'coordinate_median': 69.00}
+      'coordinate_median': 69.00, 'fedexp': 69.53, 'coteaching_plus': 68.02,
+      'joint_optim': 70.31, 'selfie': 69.97, 'dividemix': 70.08, 'elr': 68.66, 'rfl': 71.77,
+      'fedlsr': 69.78, 'fedrn': 68.60, 'fedelc': 71.64}
+  assert table6.methods['elr'] == 'ELR (Liu et al., 2020)'
+  # Tables 4-5's new rows; Table 4 prints '-' for DivideMix, FedLSR and FedRN: no number.
+  agnews = reproduce.table_of('maskedoptim', 'table4_agnews')
+  assert {m: agnews.paper_numbers['sym_0.0-0.8'][m] for m in (
+      'fedexp', 'coteaching_plus', 'joint_optim', 'selfie', 'dividemix', 'rfl', 'fedlsr',
+      'fedrn', 'fedelc')} == {
+          'fedexp': 56.07, 'coteaching_plus': 55.20, 'joint_optim': 31.85, 'selfie': 16.13,
+          'dividemix': None, 'rfl': 28.07, 'fedlsr': None, 'fedrn': None, 'fedelc': 57.29}
+  assert agnews.methods['joint_optim'] == 'JointOptim (Tanaka et al., 2018)'
+  cifar10n = reproduce.table_of('maskedoptim', 'table5_cifar10n').paper_numbers
+  assert (cifar10n['iid']['fedexp'], cifar10n['dir1.0']['fedrn'],
+          cifar10n['dir0.5']['fedelc']) == (87.31, 70.87, 81.25)  # @Rec.
+  # FedRN's warm-up: 20% of each table's rounds (60, 120, 40).
+  assert [reproduce.table_of('maskedoptim', t).method_overrides['fedrn'] for t in (
+      'table4_agnews', 'table5_cifar10n', 'table6_clothing1m')] == [
+          ['fl.aggregator=mean', f'method.params.warmup_rounds={w}'] for w in (12, 24, 8)]
   # The robust aggregators' rows (@Rec in Tables 3 and 5, F1 in Table 4).
   rows = ('trimmed_mean', 'krum', 'coordinate_median')
   assert [mo[r] for r in rows] == [60.95, 36.27, 63.67]

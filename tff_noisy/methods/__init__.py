@@ -27,6 +27,7 @@ from tff_noisy.methods import coteaching
 from tff_noisy.methods import coteaching_plus
 from tff_noisy.methods import ditto
 from tff_noisy.methods import dividemix
+from tff_noisy.methods import elr
 from tff_noisy.methods import fedavg
 from tff_noisy.methods import fedcorr
 from tff_noisy.methods import feddiv
@@ -73,6 +74,7 @@ METHODS = registry.Registry('method.name', 'method', {
     **dividemix.SPECS,
     **fedrn.SPECS,
     **joint_optim.SPECS,
+    **elr.SPECS,
     **lsc.SPECS,
     **fedefc.SPECS,
     **maskedoptim.SPECS,
