@@ -90,6 +90,9 @@ class Params:
   """
 
   prefix: ClassVar[str] = FIELD  # Where its fields sit in a config.
+  # Fields added after runs were recorded without them, each with the value its absence
+  # means (a run recorded before it existed ran as if it had that value).
+  added_fields: ClassVar[dict] = {}
 
   @classmethod
   def from_mapping(cls, values: dict, context, owner: str, belongs=None) -> 'Params':
@@ -123,6 +126,14 @@ class Params:
     return {f.name: float(getattr(self, f.name))
             if hints[f.name] is float else getattr(self, f.name)
             for f in dataclasses.fields(self)}
+
+  @classmethod
+  def identifying(cls, values: dict) -> dict:
+    """``values`` (a record of this class's fields) without the ``added_fields`` at the
+    value their absence means: what tells two runs apart, so a run recorded before a
+    field was added matches one that leaves it at that value."""
+    return {name: value for name, value in values.items()
+            if not (name in cls.added_fields and value == cls.added_fields[name])}
 
   def _check_types(self) -> None:
     hints = typing.get_type_hints(type(self))

@@ -81,7 +81,8 @@ def identity_of(config: ExperimentConfig, weight_shapes, data_hash: Optional[str
   later additions at their defaults (``config.ADDED_FIELDS``), the
   federated data's ``data_hash``, the model's ``weight_shapes`` and, as
   ``method.resolved.NAME``, every ``method_params`` value, defaults included (a default
-  changed since the checkpoint is another run), as JSON reads them back.
+  changed since the checkpoint is another run; the caller leaves out a parameter added
+  since, at the value its absence means: ``Params.identifying``), as JSON reads them back.
   The client runtime must be resolved (``config.resolve_client_runtime``): the identity
   names where the run's clients trained.
   """

@@ -216,7 +216,8 @@ class Simulation:
     self.earlier_parts = []  # Where the rounds before ``first_round`` ran (resumed runs).
     self.identity = checkpoint.identity_of(
         config, [w.shape for w in self.eval_model.get_weights()], self.data.config_hash,
-        dataclasses.asdict(self.choices.method_params))
+        type(self.choices.method_params).identifying(
+            dataclasses.asdict(self.choices.method_params)))
     self.byzantine = faults_lib.byzantine_clients(self.client_ids, config.faults.byzantine,
                                                   config.seed)
     self.extra = None  # The server steps' ``prepare`` diagnostics (results.json ``extra``).

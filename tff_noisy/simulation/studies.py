@@ -276,21 +276,27 @@ def finished_results(run_dir: str, config: config_lib.ExperimentConfig,
   """The results of the run finished in ``run_dir`` with exactly ``config`` (its client
   runtime resolved as the run resolved it: ``auto`` is recorded as the runtime it chose)
   and the same method parameters, defaults included (a default changed since makes
-  another run); None when it has not finished (a run writes its results file last) or ran
-  another config. Its ``imports`` may differ (where the code is found, as on resume)."""
+  another run, but a parameter added since, at the value its absence means, is not:
+  ``Params.added_fields``); None when it has not finished (a run writes its results file
+  last) or ran another config. Its ``imports`` may differ (where the code is found, as on
+  resume)."""
   config = config_lib.resolve_client_runtime(config, on_workers)
   try:
     done = results_lib.load(run_dir)
   except (FileNotFoundError, UserError):
     return None
-  params = dataclasses.asdict(methods.resolve_params(
-      config.method.name, config.method.params, config.fl.rounds))
+  resolved = methods.resolve_params(config.method.name, config.method.params,
+                                    config.fl.rounds)
   def run_config(values):  # As the file has it, without imports.
     return {key: value for key, value in json.loads(json.dumps(values)).items()
             if key != 'imports'}
 
+  def identifying(params):  # A field added since, at the value its absence means, is left out.
+    return type(resolved).identifying(json.loads(json.dumps(params)))
+
   same = (run_config(done['config']) == run_config(config.to_dict())
-          and done.get('params') == json.loads(json.dumps(params)))
+          and isinstance(done.get('params'), dict)
+          and identifying(done['params']) == identifying(dataclasses.asdict(resolved)))
   return done if same else None
 
 
