@@ -37,9 +37,10 @@ _EVAL_BATCH = 1024
 def watch_order(model: tf.keras.Model) -> tuple:
   """For each of ``model``'s trainable variables (``ModelWeights`` order), its place among
   the variables a tape watches in an inference pass (their creation order); a
-  ConfigError when the pass does not use every trainable variable, or when the model
-  computes otherwise in training mode (dropout, BatchNorm): the personal model trains
-  through a frozen copy, which runs in inference mode."""
+  ConfigError when the pass does not use every trainable variable, when the model has
+  regularisation losses, or when it computes otherwise in training mode (dropout,
+  BatchNorm): the personal model trains through a frozen copy, which runs in inference
+  mode."""
   shape = [2] + [int(d) for d in model.input_shape[1:]]
   x = tf.constant(np.random.default_rng(0).normal(size=shape), model.input.dtype)
   with tf.GradientTape() as tape:
@@ -50,6 +51,10 @@ def watch_order(model: tf.keras.Model) -> tuple:
   if sorted(watched) != sorted(trainable):
     fail('model.name', f'{uses} by its gradients; model {model.name!r} does not use every '
          'trainable variable in its forward pass', prefix='')
+  if model.losses:
+    fail('model.name', f'{uses} on the cross-entropy alone; model {model.name!r} adds '
+         'regularisation losses of its own, which the global step sees and the personal '
+         'step would not', prefix='')
   if not np.allclose(model(x, training=True), inference, rtol=1e-6, atol=1e-6):
     fail('model.name', f'{uses} through a frozen copy of the model, in inference mode; '
          f'model {model.name!r} computes otherwise in training mode (dropout or '
