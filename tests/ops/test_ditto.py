@@ -56,6 +56,9 @@ def test_personalized_accuracy_pools_the_clients_test_examples():
   correct, tested = [3, 8, 0], [4, 10, 6]
   assert ditto.personalized_accuracy(correct, tested) == pytest.approx(0.55)
   assert ditto.personalized_accuracy(correct, tested, clients=[0, 1]) == pytest.approx(11 / 14)
+  # Each client once: (0.75 + 0.8 + 0)/3 = 0.51667; over the first two 0.775.
+  assert ditto.client_mean_accuracy(correct, tested) == pytest.approx(1.55 / 3)
+  assert ditto.client_mean_accuracy(correct, tested, clients=[0, 1]) == pytest.approx(0.775)
   # Variance of 0.75 and 0.8: mean 0.775, ((0.025)² + (0.025)²)/2 = 0.000625.
   assert ditto.accuracy_variance(correct, tested, clients=[0, 1]) == pytest.approx(0.000625)
   with pytest.raises(ValueError, match='no test examples'):
