@@ -1,5 +1,6 @@
 """Checkpoints: round trip, identity, run length, corruption fallback, retention."""
 import collections
+import dataclasses
 import errno
 import json
 import os
@@ -323,3 +324,21 @@ def test_a_full_disk_while_checkpointing_is_one_error_naming_the_intact_checkpoi
   monkeypatch.undo()
   assert sorted(p.name for p in directory.iterdir()) == ['round_00002']
   assert _load(directory).round_num == 2
+
+
+def test_a_method_parameter_added_since_the_checkpoint_at_its_default_is_the_same_run(
+    tmp_path):
+  """Ditto's ``test_fraction`` (``Params.added_fields``) left at the value its absence
+  means continues a checkpoint written before it existed; another value is refused."""
+  from tff_noisy.methods.ditto import DittoParams  # pylint: disable=g-import-not-at-top
+  config = config_lib.resolve_client_runtime(config_lib.from_dict(
+      {'method': {'name': 'ditto'}, 'fl': {'rounds': 10}}))
+  def identity(**values):
+    params = dataclasses.asdict(DittoParams(**values))
+    return checkpoint.identity_of(config, _SHAPES,
+                                  method_params=DittoParams.identifying(params))
+  _save(tmp_path, 2, checkpoint.identity_of(config, _SHAPES,
+                                            method_params={'variant': 'fedefc', 'lam': 0.1}))
+  assert _load(tmp_path, identity()).round_num == 2
+  with pytest.raises(checkpoint.CheckpointError, match='method.resolved.test_fraction'):
+    _load(tmp_path, identity(test_fraction=0.2))

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from tff_noisy import config as config_lib
+from tff_noisy import validation
 from tff_noisy.report import command as report
 from tff_noisy.simulation import results as results_lib
 from tff_noisy.simulation import studies
@@ -178,3 +179,25 @@ def test_a_grid_row_runs_the_method_its_overrides_name_in_its_own_directory(tmp_
   assert '[grid] 2 of 2 cells finished earlier with the same config' in capsys.readouterr().err
   with pytest.raises(config_lib.ConfigError, match="method.name: unknown method 'median'"):
     studies.grid(str(path), [], ['median'], [], [0], str(out), _recording_run([], '', []))
+
+
+def test_a_parameter_added_since_a_run_keeps_it_finished_at_the_value_its_absence_means(
+    tmp_path):
+  """Ditto's ``test_fraction`` came with its paper reading: a FedDitto run recorded before
+  it is kept on ``--resume``; one recorded with another value, or this run asking for
+  another, is not the same run."""
+  config = config_lib.from_dict(dict(_CONFIG, method={'name': 'ditto'}))
+  run_dir = tmp_path / 'run'
+  _recording_run([], str(tmp_path), [])(config, str(run_dir),
+                                        validation.validate_experiment(config))
+  record = json.loads((run_dir / 'results.json').read_text())
+  assert record['params']['test_fraction'] == pytest.approx(1 / 7)
+  del record['params']['test_fraction']  # As a run before the field recorded it.
+  (run_dir / 'results.json').write_text(json.dumps(record))
+  assert studies.finished_results(str(run_dir), config) is not None
+  other = config_lib.from_dict(dict(_CONFIG, method={'name': 'ditto',
+                                                      'params': {'test_fraction': 0.2}}))
+  assert studies.finished_results(str(run_dir), other) is None
+  record['params']['test_fraction'] = 0.2
+  (run_dir / 'results.json').write_text(json.dumps(record))
+  assert studies.finished_results(str(run_dir), config) is None

@@ -21,6 +21,8 @@ VARIANTS = ('fedefc', 'paper')
 @dataclasses.dataclass(frozen=True)
 class DittoParams(Params):
   """Which Ditto, its λ and (the paper's) share of each client's examples held out."""
+  # Added with the paper's reading: FedDitto's runs recorded before it are the same runs.
+  added_fields = {'test_fraction': 1 / 7}
   variant: str = described('fedefc', "'fedefc': FedEFC's code's FedDitto (CE + λ||θ - w^t||², "
                            "the global model scored); 'paper': Li et al. 2021, Algorithm 1 "
                            '(FedAvg plus a personal model per client, scored on its own '
