@@ -37,6 +37,7 @@ from tff_noisy.methods import fedefc
 from tff_noisy.methods import fedelc
 from tff_noisy.methods import fedexp
 from tff_noisy.methods import fedln
+from tff_noisy.methods import fedln_akd
 from tff_noisy.methods import fedlsr
 from tff_noisy.methods import fedrg
 from tff_noisy.methods import fednoro
@@ -60,6 +61,7 @@ METHODS = registry.Registry('method.name', 'method', {
     **logitclip.SPECS,
     **confident_learning.SPECS,
     **fedln.SPECS,
+    **fedln_akd.SPECS,
     **fedds.SPECS,
     **scaffold.SPECS,
     'fedds_scaffold': combined.FEDDS_SCAFFOLD,
