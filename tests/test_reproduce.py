@@ -269,7 +269,7 @@ _CPU_METHODS = {
 }
 # The baselines' rows run at the cpu scale so far (their cells join the reports above).
 _CPU_BASELINES = {('fedefc', 'table2_mnist'): ['fedcorr', 'ditto', 'feddyn'],
-                  ('lsc', 'table2_cifar10'): ['logitclip', 'fednoro', 'fedcorr'],
+                  ('lsc', 'table2_cifar10'): ['logitclip', 'fednoro', 'fedcorr', 'fedln_akd'],
                   ('fedds', 'table4_mnist'): ['scaffold', 'fedds_scaffold', 'moon', 'fedds_moon'],
                   ('maskedoptim', 'table3_cifar10'): [
                       'coteaching', 'fednoro', 'fedexp', 'coteaching_plus', 'joint_optim',
@@ -298,6 +298,23 @@ def test_feddiv_is_an_extra_row_without_a_paper_number_and_its_codes_warm_up():
                            plan.seeds[:1], plan.method_overrides)
   (feddiv,) = [r for r in runs if r.method == 'feddiv']
   assert feddiv.config.method.params['warmup_rounds'] == 5
+
+
+def test_fedln_akd_is_mapped_with_the_papers_numbers_and_its_distillation_weight():
+  """LSC's FedLN-AKD rows: the paper's label and numbers; at the cpu scale its runs take
+  A.4's alpha_akd = 10 (not the scale's alpha = 0.5 for SymCE) and the config's encoder."""
+  table = reproduce.table_of('lsc', 'table2_cifar10')
+  assert table.methods['fedln_akd'] == 'FedLN-AKD (Tsouvalas et al., 2024)'
+  assert (table.paper_numbers['rho0.7_tau0.2']['fedln_akd'],
+          table.paper_numbers['rho1.0_tau0.5']['fedln_akd']) == (81.18, 50.58)
+  assert reproduce.table_of('lsc', 'table9_cifar100').paper_numbers['rho1.0_tau0.5'][
+      'fedln_akd'] == 9.99
+  plan = reproduce.plan(table, 'cpu', methods=['fedavg', 'fedln_akd'])
+  runs = studies.plan_grid(plan.config_path, plan.overrides, plan.methods, plan.settings,
+                           plan.seeds[:1], plan.method_overrides)
+  (akd,) = {r.config.method.name: r for r in runs if r.method == 'fedln_akd'}.values()
+  params = akd.config.method.params
+  assert (params['alpha'], params['encoder'], params['pca_components']) == (10.0, 'pca', 64)
 
 
 def test_the_baselines_rows_carry_the_papers_numbers():

@@ -99,6 +99,7 @@ def test_bad_parameters_are_one_line_errors(params, match):
 def test_the_defaults_are_the_codes():
   params = methods.resolve_params('fedln_akd', {}, rounds=10)
   assert (params.alpha, params.neighbors, params.noise_threshold) == (10.0, 10, 0.15)
+  assert (akd.ALPHA, akd.NEIGHBORS, akd.NOISE_THRESHOLD) == (10.0, 10, 0.15)
 
 
 def _digits(runtime='tf', **params):

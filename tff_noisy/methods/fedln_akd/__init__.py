@@ -6,20 +6,20 @@ import dataclasses
 
 from tff_noisy.embeddings.params import EncoderParams
 from tff_noisy.methods.common import MethodSpec
-from tff_noisy.ops import akd
 from tff_noisy.params import described, require
 
 
 @dataclasses.dataclass(frozen=True)
 class FedLNAKDParams(EncoderParams):
   """AKD (the code's ``fedln__akd.py`` and ``utils/distiller.py``): the noise estimate's
-  k-NN and threshold, the distillation weight alpha."""
-  alpha: float = described(akd.ALPHA, "alpha, the weight of the L1 (mean absolute error) "
+  k-NN and threshold, the distillation weight alpha; the defaults are ``ops.akd``'s
+  constants, written out: importing ``ops.akd`` imports TensorFlow, and this module must not."""
+  alpha: float = described(10.0, "alpha, the weight of the L1 (mean absolute error) "
                            "distillation term next to cross-entropy (the code's 10).")
-  neighbors: int = described(akd.NEIGHBORS, 'k of the k-NN noise estimate, the example '
+  neighbors: int = described(10, 'k of the k-NN noise estimate, the example '
                              "itself included (clipped to the client; the code's 10).")
   noise_threshold: float = described(
-      akd.NOISE_THRESHOLD, 'Noise estimates below it are 0; a client distils when its '
+      0.15, 'Noise estimates below it are 0; a client distils when its '
       "estimate is > 0 (the code's 0.15).")
 
   def check(self, rounds):
