@@ -4,8 +4,6 @@ import signal
 import subprocess
 import sys
 
-from tff_noisy import tff_runtime
-
 _SCRIPT = """
 import tensorflow as tf
 from tff_noisy import tff_runtime
@@ -56,25 +54,3 @@ print('stopped in', time.monotonic() - began)
   seconds = float([l for l in done.stdout.splitlines() if l.startswith('stopped in')][0]
                   .split()[2])
   assert seconds < 5, seconds
-
-
-def _worker_environ(extra_env: dict) -> dict:
-  """The environment of the TFF worker a script starts (read from /proc while it runs)."""
-  script = _SCRIPT + """
-for p in tff_runtime._worker_processes():
-  with open(f'/proc/{p.pid}/environ', 'rb') as f:
-    print('worker env', *[e.decode() for e in f.read().split(b'\\0') if e.startswith(b'MALLOC_')])
-"""
-  env = {k: v for k, v in os.environ.items() if not k.startswith('MALLOC_')}
-  done = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True,
-                        timeout=300, env=dict(env, TF_CPP_MIN_LOG_LEVEL='2', **extra_env))
-  assert done.returncode == 0, done.stderr[-2000:]
-  line = [l for l in done.stdout.splitlines() if l.startswith('worker env')][0]
-  return dict(item.split('=', 1) for item in line.split()[2:])
-
-
-def test_the_worker_tunes_malloc_unless_the_user_chose():
-  """glibc's defaults (an arena per thread, dynamic thresholds) let the worker's memory
-  grow round after round; a user's own MALLOC_ variable leaves the rest to glibc."""
-  assert _worker_environ({}) == tff_runtime.WORKER_MALLOC
-  assert _worker_environ({'MALLOC_ARENA_MAX': '8'}) == {'MALLOC_ARENA_MAX': '8'}

@@ -27,22 +27,13 @@ _registered = False
 _shared_context = [None]  # The execution context other threads use (use_in_this_thread).
 # Runs in the new process: prctl(PR_SET_PDEATHSIG, SIGKILL), give up if the parent is
 # already gone (it would never be signalled), restore SIGINT (a command started as `cmd &`
-# passes it on ignored, and the worker would outlive the SIGINT that stops it), tune glibc's
-# malloc unless the user set any of its MALLOC_ variables (WORKER_MALLOC), then become the
-# worker (same PID).
-# Two arenas instead of one per thread, and blocks of 128 KB and more mapped and returned
-# to the system when freed: over 80 rounds of 200 clients on `tff` the worker's resident
-# memory grew 161 -> 242 MB with glibc's defaults and 135 -> 147 MB with these
-# (benchmarks/soak.py; docs/results.md, "memory over long runs").
-WORKER_MALLOC = {'MALLOC_ARENA_MAX': '2', 'MALLOC_TRIM_THRESHOLD_': '131072',
-                 'MALLOC_MMAP_THRESHOLD_': '131072'}
+# passes it on ignored, and the worker would outlive the SIGINT that stops it), then become
+# the worker (same PID).
 _PDEATHSIG_EXEC = '\n'.join([
     'import ctypes, os, signal, sys',
     'ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)',
     'if os.getppid() != int(sys.argv[1]): sys.exit(1)',
     'signal.signal(signal.SIGINT, signal.SIG_DFL)',
-    'if not any(k.startswith("MALLOC_") for k in os.environ):',
-    f'  os.environ.update({WORKER_MALLOC!r})',
     'os.execv(sys.argv[2], sys.argv[2:])',
 ])
 
