@@ -21,7 +21,8 @@ and the round's training accuracy and example counts count both views.
 import numpy as np
 import tensorflow as tf
 
-from tff_noisy.methods.contract import AGGREGATION_WEIGHT_KEY, ClientPart, MIX_KEY, Needs
+from tff_noisy.methods.contract import ClientPart, MIX_KEY, Needs
+from tff_noisy.methods.two_views import doubled_batch
 from tff_noisy.ops import fedlsr_tf
 
 DISTILL_WEIGHT = 'lsr_distill_weight'
@@ -36,17 +37,6 @@ def step_seeds(round_seed, client_key, step):
       tf.cast(step, tf.int32))
   view, mix = tf.unstack(tf.random.experimental.stateless_split(seed, 2))
   return view, mix
-
-
-def doubled_batch(batch, second_view):
-  """The 2B batch: x then ``second_view``, every other field twice, and the aggregation
-  weight (1 when absent) then 0."""
-  size = tf.shape(batch['y'])[0]
-  doubled = {name: tf.concat([value, value], axis=0) for name, value in batch.items()}
-  doubled['x'] = tf.concat([batch['x'], tf.cast(second_view, batch['x'].dtype)], axis=0)
-  weight = batch.get(AGGREGATION_WEIGHT_KEY, tf.ones([size]))
-  doubled[AGGREGATION_WEIGHT_KEY] = tf.concat([weight, tf.zeros_like(weight)], axis=0)
-  return doubled
 
 
 class SelfRegularisation(ClientPart):

@@ -27,7 +27,8 @@ example's latest (clean flag, P_clean), −1 before its first Stage II step.
 import numpy as np
 import tensorflow as tf
 
-from tff_noisy.methods.contract import AGGREGATION_WEIGHT_KEY, ClientPart, MIX_KEY, Needs
+from tff_noisy.methods.contract import ClientPart, MIX_KEY, Needs
+from tff_noisy.methods.two_views import doubled_batch
 from tff_noisy.methods.fedrg.layout import Layout
 from tff_noisy.ops import fedlsr_tf
 from tff_noisy.ops import fedrg_tf
@@ -44,17 +45,6 @@ def view_seed(round_seed, client_key, step):
   return tf.random.experimental.stateless_fold_in(
       tf.stack([tf.cast(round_seed, tf.int32), tf.cast(client_key, tf.int32)]),
       tf.cast(step, tf.int32))
-
-
-def doubled_batch(batch, second_view):
-  """The 2B batch: x then ``second_view``, every other field twice, the aggregation
-  weight (1 when absent) then 0."""
-  size = tf.shape(batch['y'])[0]
-  doubled = {name: tf.concat([value, value], axis=0) for name, value in batch.items()}
-  doubled['x'] = tf.concat([batch['x'], tf.cast(second_view, batch['x'].dtype)], axis=0)
-  weight = batch.get(AGGREGATION_WEIGHT_KEY, tf.ones([size]))
-  doubled[AGGREGATION_WEIGHT_KEY] = tf.concat([weight, tf.zeros_like(weight)], axis=0)
-  return doubled
 
 
 def pack(layout: Layout, pieces: dict):
