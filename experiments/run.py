@@ -557,8 +557,12 @@ def main(argv=None) -> None:
     _exit(143, f'terminated (SIGTERM){hint}')
   except KeyboardInterrupt:
     _exit(130, f'interrupted{hint}')
-  except (errors.UserError, sources.DatasetError, FileNotFoundError) as e:
-    _exit(2, e)
+  except Exception as e:  # pylint: disable=broad-except
+    if _STOP['pending']:  # The stop, turned into another error by the code it unwound
+      _exit(143, f'terminated (SIGTERM){hint}')  # (TensorFlow's, half-way through a call).
+    if isinstance(e, (errors.UserError, sources.DatasetError, FileNotFoundError)):
+      _exit(2, e)
+    raise
   finally:
     _accept_stops(False)
 

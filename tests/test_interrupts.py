@@ -216,6 +216,34 @@ def test_a_command_that_returns_with_a_stop_pending_ends_as_terminated(monkeypat
   assert err == 'tff-noisy: error: terminated (SIGTERM)\n', err
 
 
+@pytest.mark.parametrize('error', [AttributeError("'Function' object has no attribute 'keys'"),
+                                   cli.errors.UserError('a stop that became a user error')])
+def test_a_stop_that_the_unwound_code_turned_into_another_error_ends_as_terminated(
+    monkeypatch, capsys, error):
+  """The replay's case: a SIGTERM unwound TensorFlow's code half-way through a call and it
+  raised an error of its own instead (at 97% of ``export --verify``): status 143 and the
+  one line, not a traceback and status 1."""
+  def command(_):
+    cli._terminate(signal.SIGTERM, None)  # pylint: disable=protected-access
+  def turned(_):
+    try:
+      command(_)
+    except cli._Terminated:  # pylint: disable=protected-access
+      raise error from None
+
+  monkeypatch.setattr(cli, '_cmd_doctor', turned)
+  saved = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGALRM), sys.unraisablehook
+  try:
+    with pytest.raises(SystemExit) as exit_info:
+      cli.main(['doctor'])
+  finally:
+    signal.signal(signal.SIGTERM, saved[0])
+    signal.signal(signal.SIGALRM, saved[1])
+    sys.unraisablehook = saved[2]
+  assert exit_info.value.code == 143
+  assert capsys.readouterr().err == 'tff-noisy: error: terminated (SIGTERM)\n'
+
+
 _KILLED_WHILE_IMPORTING = """
 import importlib.abc, os, signal, sys
 
