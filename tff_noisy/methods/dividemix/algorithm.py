@@ -22,26 +22,17 @@ def active(round_num: int, warmup_rounds: int) -> bool:
   return round_num > warmup_rounds
 
 
-class ScheduleAndReport(contract.ServerStep):
+class ScheduleAndReport(contract.KeyedClients):
   """The warm-up switch, round and seed before each round; the divisions after it."""
 
   def __init__(self, warmup_rounds: int, threshold: float, seed: int):
     self.warmup_rounds = int(warmup_rounds)
     self.threshold = float(threshold)
     self.seed = int(seed)
-    self.keys = {}
-
-  def prepare(self, server):
-    self.keys = {cid: key for key, cid in enumerate(server.data.client_ids)}
-    return {}
-
-  def extras(self, client_id, num_examples, store):
-    del store
-    return {contract.MIX_KEY: np.full(num_examples, self.keys[client_id], np.int32)}
 
   def before(self, round_num, state, server):
     on = active(round_num, self.warmup_rounds)
-    seed = np.int32(np.random.SeedSequence([self.seed, round_num]).generate_state(1)[0] >> 1)
+    seed = self.round_seed(round_num)
     state = server.process.set_hparams(state, {ACTIVE: np.float32(on),
                                                ROUND: np.float32(round_num),
                                                contract.MIX_SEED: seed})

@@ -115,8 +115,7 @@ class FedCorrStages(ServerStep):
     hparams = {fedcorr_parts.PREPROCESSING: np.int32(first),
                fedcorr_parts.BETA: np.float32(self.params.beta if first else 0.0)}
     if self.params.mixup:
-      hparams[contract.MIX_SEED] = np.int32(np.random.SeedSequence(
-          [self.seed, round_num]).generate_state(1)[0] >> 1)
+      hparams[contract.MIX_SEED] = contract.round_seed(self.seed, round_num)
     state = server.process.set_hparams(state, hparams)
     if self.stage(round_num) != 2:
       return state, {}

@@ -12,31 +12,22 @@ Reports: every round ``lsr_distill_weight`` (γ(r)).
 import numpy as np
 
 from tff_noisy.errors import ConfigError
-from tff_noisy.methods.contract import DataPlan, MIX_KEY, Recipe, ServerStep
+from tff_noisy.methods.contract import DataPlan, KeyedClients, MIX_KEY, Recipe
 from tff_noisy.methods.fedlsr import parts as fedlsr_parts
 from tff_noisy.ops import fedlsr as fedlsr_ops
 
 
-class DistillationRamp(ServerStep):
+class DistillationRamp(KeyedClients):
   """γ(r) and the round's seed before round r; each client's key as its data field."""
 
   def __init__(self, params, rounds: int, seed: int):
     self.params = params
     self.warmup = fedlsr_ops.warmup_rounds(rounds, params.warmup_ratio)
     self.seed = int(seed)
-    self.keys = {}  # client id -> its place among the clients.
-
-  def prepare(self, server) -> dict:
-    self.keys = {cid: key for key, cid in enumerate(server.data.client_ids)}
-    return {}
-
-  def extras(self, client_id, num_examples, store) -> dict:
-    del store
-    return {MIX_KEY: np.full(num_examples, self.keys[client_id], np.int32)}
 
   def before(self, round_num, state, server):
     weight = fedlsr_ops.distillation_weight(round_num, self.params.gamma, self.warmup)
-    seed = np.int32(np.random.SeedSequence([self.seed, round_num]).generate_state(1)[0] >> 1)
+    seed = self.round_seed(round_num)
     state = server.process.set_hparams(state, {fedlsr_parts.DISTILL_WEIGHT: weight,
                                                fedlsr_parts.SEED: seed})
     return state, {fedlsr_parts.DISTILL_WEIGHT: weight}

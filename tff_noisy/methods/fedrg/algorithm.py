@@ -26,26 +26,17 @@ def stage_two(round_num: int, warmup_rounds: int) -> bool:
   return round_num > warmup_rounds
 
 
-class StagesAndReport(contract.ServerStep):
+class StagesAndReport(contract.KeyedClients):
   """The stage and the views' seed before each round; the splits after Stage II ones."""
 
   def __init__(self, warmup_rounds: int, layout: Layout, seed: int):
     self.warmup_rounds = int(warmup_rounds)
     self.layout = layout
     self.seed = int(seed)
-    self.keys = {}
-
-  def prepare(self, server):
-    self.keys = {cid: key for key, cid in enumerate(server.data.client_ids)}
-    return {}
-
-  def extras(self, client_id, num_examples, store):
-    del store
-    return {contract.MIX_KEY: np.full(num_examples, self.keys[client_id], np.int32)}
 
   def before(self, round_num, state, server):
     on = stage_two(round_num, self.warmup_rounds)
-    seed = np.int32(np.random.SeedSequence([self.seed, round_num]).generate_state(1)[0] >> 1)
+    seed = self.round_seed(round_num)
     state = server.process.set_hparams(state, {fedrg_parts.STAGE: np.float32(on),
                                                fedrg_parts.SEED: seed})
     return state, {fedrg_parts.STAGE: int(on)}
