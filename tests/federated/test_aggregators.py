@@ -1,6 +1,7 @@
 """Aggregator factories: type signatures first, then numbers against their NumPy twins."""
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from tff_noisy.federated import aggregators
 from tff_noisy.ops import geometric_median as gm
@@ -219,12 +220,15 @@ def test_in_process_equals_the_federated_process(process, name):
   stacked = tff.learning.models.ModelWeights(
       trainable=[points[:, :12].reshape(NUM_CLIENTS, *SHAPES[0]).astype(np.float32)],
       non_trainable=[points[:, 12:].astype(np.float32)])
-  got, measurements = aggregate(stacked, weights.astype(np.float32))
-  np.testing.assert_allclose(_flat(_as_numpy(got)), want, rtol=1e-6, atol=1e-7)
-  assert list(measurements) == MEASUREMENTS[name]
-  for key in MEASUREMENTS[name]:
-    np.testing.assert_array_equal(np.asarray(measurements[key]),
-                                  np.asarray(want_measurements[key]))
+  in_blocks = [tf.nest.map_structure(lambda t, a=a, b=b: t[a:b], stacked)
+               for a, b in [(0, 3), (3, 4), (4, NUM_CLIENTS)]]
+  for blocks in [stacked], in_blocks:  # Row blocks in client order, as the runtimes keep them.
+    got, measurements = aggregate(blocks, weights.astype(np.float32))
+    np.testing.assert_allclose(_flat(_as_numpy(got)), want, rtol=1e-6, atol=1e-7)
+    assert list(measurements) == MEASUREMENTS[name]
+    for key in MEASUREMENTS[name]:
+      np.testing.assert_array_equal(np.asarray(measurements[key]),
+                                    np.asarray(want_measurements[key]))
 
 
 def _as_numpy(weights):

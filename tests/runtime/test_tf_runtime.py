@@ -349,10 +349,12 @@ def test_a_group_that_does_not_fit_is_halved_and_reported(monkeypatch):
   assert float(got_metrics['loss']) == pytest.approx(float(want_metrics['loss']), rel=1e-6)
 
 
-def test_stacked_updates_stay_stacked_in_client_order_with_faults_applied():
-  """Groups of 2 clients sorted by steps: the kept stack's rows are the clients' own
-  updates in client order (the fault applied, a NaN row zeroed), as one call per client
-  sends them."""
+@pytest.mark.parametrize('sizes,num_blocks', [([9, 3, 5, 7, 2], 1), ([6, 5, 7, 8, 5], 3)])
+def test_stacked_updates_stay_stacked_in_client_order_with_faults_applied(sizes, num_blocks):
+  """Groups of 2 clients sorted by steps: the kept rows are the clients' own updates in
+  client order (the fault applied, a NaN row zeroed), as one call per client sends them;
+  groups that hold the clients in order stay blocks of their own, the others are
+  stitched into one."""
   tf.keras.utils.set_random_seed(0)
   model_fn = lambda: models.build_model('mlp', (8, 8, 1), 10, width=16)  # pylint: disable=unnecessary-lambda-assignment
 
@@ -363,15 +365,15 @@ def test_stacked_updates_stay_stacked_in_client_order_with_faults_applied():
 
   rng = np.random.default_rng(0)
   clients = [client_data.make_client_data(rng.random((n, 8, 8, 1)), rng.integers(0, 10, n),
-                                          4, i) for i, n in enumerate([9, 3, 5, 7, 2])]
+                                          4, i) for i, n in enumerate(sizes)]
   faults = [faults_lib.fault_spec(behaviour, 100.0, 1.0, seed) for seed, behaviour in
             enumerate([None, 'scale', 'nan', None, 'gaussian'])]
   weights = tf.nest.map_structure(lambda v: v.numpy(),
                                   client_work.model_weights_of(model_fn()))
   got, _, _, _ = runtime(True).train(weights, {}, clients, [()] * 5, faults)
   want, _, _, _ = runtime(False).train(weights, {}, clients, [()] * 5, faults)
-  assert got.stacked_update is not None and want.stacked_update is None
-  rows = tf.nest.flatten(got.stacked_update)
+  assert want.stacked_blocks is None and len(got.stacked_blocks) == num_blocks
+  rows = tf.nest.flatten(client_work.stacked_updates(got))
   for c, (w, g) in enumerate(zip(want, got)):
     for row, a, b in zip(rows, tf.nest.flatten(w.update), tf.nest.flatten(g.update)):
       np.testing.assert_array_equal(np.asarray(row[c]), b)

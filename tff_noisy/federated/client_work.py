@@ -33,6 +33,7 @@ import tensorflow as tf
 
 import models
 from tff_noisy.federated import client_step
+from tff_noisy.federated.aggregators import common as aggregator_common
 from tff_noisy.federated.client_parts import ClientContext, ClientProgram
 from tff_noisy.ops import faults_tf
 from tff_noisy.tff_runtime import import_tff
@@ -315,25 +316,32 @@ def client_metrics(*, loss_sum, correct, num_examples, finite,
 
 
 class ClientResults(tuple):
-  """A round's ``ClientResult`` per client, in client order. ``stacked_update``: the same
-  updates stacked on a leading client axis (a structure of tensors, ``[clients, ...]``)
-  when the client runtime trained them stacked and kept them so, else ``None``."""
+  """A round's ``ClientResult`` per client, in client order. ``stacked_blocks``: the same
+  updates as row blocks stacked on a leading client axis (a list of structures of tensors,
+  ``[clients_i, ...]``, whose rows are the clients in order) when the client runtime
+  trained them stacked and kept them so, else ``None``."""
 
-  def __new__(cls, results=(), stacked_update=None):
+  def __new__(cls, results=(), stacked_blocks=None):
     self = super().__new__(cls, results)
-    self.stacked_update = stacked_update
+    self.stacked_blocks = stacked_blocks
     return self
 
 
-def stacked_updates(results):
-  """The clients' updates stacked on a leading client axis: the runtime's own stack when
-  it kept one (``ClientResults.stacked_update``, no copy), else stacked here."""
-  kept = getattr(results, 'stacked_update', None)
+def stacked_update_blocks(results) -> list:
+  """The clients' updates as row blocks on a leading client axis, in client order: the
+  runtime's own blocks when it kept them (``ClientResults.stacked_blocks``, no copy), else
+  one block stacked here."""
+  kept = getattr(results, 'stacked_blocks', None)
   if kept is not None:
     return kept
   updates = [result.update for result in results]
   columns = zip(*(tf.nest.flatten(update) for update in updates))
-  return tf.nest.pack_sequence_as(updates[0], [np.stack(column) for column in columns])
+  return [tf.nest.pack_sequence_as(updates[0], [np.stack(column) for column in columns])]
+
+
+def stacked_updates(results):
+  """The clients' updates stacked on a leading client axis, in one structure."""
+  return aggregator_common.joined_blocks(stacked_update_blocks(results))
 
 
 def finalize_client_metrics(sums) -> collections.OrderedDict:

@@ -166,7 +166,7 @@ class FederatedProcess:
       diagnostics = dict(diagnostics, **weighting)
     if self.aggregate_in_process:
       aggregated, aggregator_measurements = self.aggregate_in_process(
-          client_work_lib.stacked_updates(results), np.asarray(update_weights, np.float32))
+          client_work_lib.stacked_update_blocks(results), np.asarray(update_weights, np.float32))
       aggregator_state = state.aggregator  # Only stateless aggregators run in process.
       finalizer_state, new_weights, finalizer_measurements = tf.nest.map_structure(
           np.asarray, self.finalize_in_process(state.finalizer, weights, aggregated))

@@ -99,7 +99,7 @@ def _as_sent(stacked_update, faults: list) -> tuple:
   """``(stacked update, finite bool[C])`` as the clients send them: a simulated fault
   corrupts its client's row before the non-finite check, as the kernel of one client
   corrupts its own update, and a non-finite row is zeroed (the rule of
-  ``client_work.client_outcome``)."""
+  ``client_work.client_outcome``). ``faults``: one per row."""
   flat = tf.nest.flatten(stacked_update)
   faulty = [c for c, fault in enumerate(faults)
             if fault is not None and int(fault['kind']) != faults_lib.HONEST]
@@ -190,9 +190,9 @@ class InProcessClients:
 
   def _train_stacked(self, weights, hparams, client_data, faults) -> tuple:
     """Groups of stacked clients: ``(ClientResults, summed metrics, diagnostics)``. The
-    updates stay stacked, one tensor per weight in client order
-    (``ClientResults.stacked_update``, which the in-process aggregation reads), and each
-    client's update is a view of its row."""
+    updates stay stacked, as row blocks in client order (``ClientResults.stacked_blocks``,
+    which the in-process aggregation reads), and each client's update is a view of its
+    row."""
     clients = list(client_data)
     if not all(isinstance(c, client_data_lib.ClientData) for c in clients):
       raise TypeError('the stacked tf runtime needs ClientData (client_data.ClientData), '
@@ -236,14 +236,20 @@ class InProcessClients:
 
   def _outcomes(self, groups: list, outputs: list, faults: list) -> tuple:
     """``(ClientResults, summed metrics)`` of the clients from their groups' kernel
-    outputs, by the rule of ``client_work.client_outcome`` for all clients at once."""
+    outputs, by the rule of ``client_work.client_outcome`` for all clients at once. When
+    the groups hold the clients in order, their updates stay the groups' own tensors
+    (``ClientResults.stacked_blocks``), else they are stitched into client order."""
     rows = np.concatenate(groups)
     if np.array_equal(rows, np.arange(len(rows))):  # Already in client order.
-      stitch = lambda *parts: tf.concat(parts, 0)  # pylint: disable=unnecessary-lambda-assignment
+      blocks = [update for update, _, _ in outputs]
     else:
-      stitch = lambda *parts: tf.dynamic_stitch(groups, parts)  # pylint: disable=unnecessary-lambda-assignment
-    update, finite = _as_sent(tf.nest.map_structure(stitch, *[u for u, _, _ in outputs]),
-                              faults)
+      blocks = [tf.nest.map_structure(lambda *parts: tf.dynamic_stitch(groups, parts),
+                                      *[update for update, _, _ in outputs])]
+    starts = np.cumsum([0] + [_num_rows(block) for block in blocks])
+    sent = [_as_sent(block, faults[start:end])
+            for block, start, end in zip(blocks, starts[:-1], starts[1:])]
+    blocks = [block for block, _ in sent]
+    finite = np.concatenate([block_finite for _, block_finite in sent])
 
     def in_client_order(*parts):
       joined = np.concatenate(parts)
@@ -260,11 +266,18 @@ class InProcessClients:
                            for name in self._program.metric_names})
     update_weights = np.where(finite, sums['weight_sum'] / self.local_epochs, 0).astype(
         np.float32)
-    views = tf.nest.map_structure(np.asarray, update)  # The tensors' memory, no copy.
-    trainable, non_trainable = views.trainable, views.non_trainable
-    results = [tff.learning.templates.ClientResult(
-        update=client_work.model_weights_of_values([t[c] for t in trainable],
-                                                   [t[c] for t in non_trainable]),
-        update_weight=update_weights[c]) for c in range(len(rows))]
-    return (client_work.ClientResults(results, update),
+    results = []
+    for block in blocks:
+      views = tf.nest.map_structure(np.asarray, block)  # The tensors' memory, no copy.
+      trainable, non_trainable = views.trainable, views.non_trainable
+      results += [tff.learning.templates.ClientResult(
+          update=client_work.model_weights_of_values([t[c] for t in trainable],
+                                                     [t[c] for t in non_trainable]),
+          update_weight=update_weights[len(results) + c])
+                  for c in range(_num_rows(block))]
+    return (client_work.ClientResults(results, blocks),
             tf.nest.map_structure(lambda v: v.sum(axis=0, dtype=v.dtype), metrics))
+
+
+def _num_rows(stacked_update) -> int:
+  return int(tf.nest.flatten(stacked_update)[0].shape[0])

@@ -149,6 +149,13 @@ def _included(values, weights):
   return tf.logical_and(finite, weights > 0)
 
 
+def joined_blocks(blocks: list):
+  """Row blocks of stacked updates (structures of ``[J_i, ...]`` tensors) as one stack."""
+  if len(blocks) == 1:
+    return blocks[0]
+  return tf.nest.map_structure(lambda *parts: tf.concat(parts, 0), *blocks)
+
+
 def counts_of(included):
   """``{excluded_clients, included_clients}`` of a bool[J] mask."""
   included = tf.cast(included, tf.int32)
@@ -157,10 +164,14 @@ def counts_of(included):
 
 
 def gathered_in_process(rule):
-  """``build_gathered_process(..., rule)``'s aggregation of updates stacked in this process."""
+  """``build_gathered_process(..., rule)``'s aggregation of updates stacked in this process,
+  given as row blocks in client order (``client_work.stacked_update_blocks``)."""
+
+  def aggregate(blocks, weights):
+    return aggregate_stacked(joined_blocks(blocks), weights)
 
   @tf.function(reduce_retracing=True)  # Rounds differ in their number of clients.
-  def aggregate(values, weights):
+  def aggregate_stacked(values, weights):
     included = _included(values, weights)
     values = tf.nest.map_structure(
         lambda t: tf.where(tf.reshape(included, [-1] + [1] * (t.shape.rank - 1)), t,

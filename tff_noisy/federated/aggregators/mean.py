@@ -4,14 +4,19 @@ Its result is MeanFactory's, byte for byte (the default aggregator before there 
 choice). A weight-0 client adds nothing to either sum; with every client excluded the
 result is 0/0 = NaN, which the finalizer refuses, leaving the model as it was.
 Measurements: MeanFactory's, plus ``excluded_clients`` (weight 0) and ``included_clients``.
-``in_process()``: the same sums over updates stacked in this process (``common``).
+``in_process()``: the same sums over updates stacked in this process, as row blocks in
+client order (``client_work.stacked_update_blocks``): on the CPU read block by block in
+TensorFlow's own order of addition (``ordered_sum``), so its result is the one
+``tf.reduce_sum`` gives over all the rows at once, bit for bit.
 """
 
 import collections
 
+import numpy as np
 import tensorflow as tf
 
 from tff_noisy.federated.aggregators import common
+from tff_noisy.federated.aggregators import ordered_sum
 from tff_noisy.tff_runtime import import_tff
 
 tff = import_tff()
@@ -32,17 +37,23 @@ class MeanAggregatorFactory(tff.aggregators.WeightedAggregationFactory):
             value_type, weight_type)
 
   def in_process(self):
-    """``(stacked updates, weights [J]) -> (sum_j w_j u_j / sum_j w_j, measurements)``."""
+    """``(update row blocks, weights [J]) -> (sum_j w_j u_j / sum_j w_j, measurements)``."""
+    width = ordered_sum.packet_width()
 
-    @tf.function(reduce_retracing=True)  # Rounds differ in their number of clients.
-    def weighted_mean(values, weights):
-      weights = tf.cast(weights, tf.float32)
+    def weighted_mean(blocks, weights):
+      weights = np.asarray(weights, np.float32)
+      total_weight = tf.reduce_sum(weights)
 
-      def mean(t):
-        scaled = t * tf.reshape(weights, [-1] + [1] * (t.shape.rank - 1))
-        return tf.reduce_sum(scaled, axis=0) / tf.reduce_sum(weights)
+      def mean(*leaf_blocks):
+        if width and ordered_sum.summable(leaf_blocks[0].shape[1:]):
+          leaf_sum = ordered_sum.weighted_row_sum(
+              [np.asarray(b) for b in leaf_blocks], weights, width)
+        else:
+          leaf_sum = ordered_sum.tensorflow_weighted_sum(
+              tf.concat(leaf_blocks, 0) if len(leaf_blocks) > 1 else leaf_blocks[0], weights)
+        return tf.convert_to_tensor(leaf_sum) / total_weight
 
-      return tf.nest.map_structure(mean, values), collections.OrderedDict(
+      return tf.nest.map_structure(mean, *blocks), collections.OrderedDict(
           mean_value=(), mean_weight=(), **common.counts_of(weights > 0))
 
     return weighted_mean
