@@ -683,10 +683,15 @@ def test_the_committed_cells_are_kept_by_a_resume_of_their_table():
         assert studies.finished_results(os.path.join(directory, r.path), r.config), (
             f'{name}/{r.path} ran another config than its protocol plans today')
         kept[name] = kept.get(name, 0) + 1
-  # The grids published with every cell (the earlier reports have none); the LSC grid on
-  # the control encoder is the table's lsc row under ``--set method.params.encoder=...``.
-  assert kept == {'fedds_table4_mnist_cpu': 72, 'lsc_table2_cifar10_cpu': 36,
-                  'lsc_table2_cifar10_cpu_control_encoder': 6}, kept
+  # The grids published with every cell (the earlier reports have none); the encoder
+  # study's grids are the table's lsc or fedln_nnc row under
+  # ``--set method.params.encoder=...`` (FedLN's at one setting, (0.7, 0)).
+  assert kept == {'fedds_table4_mnist_cpu': 72,
+                  'fedln_table1_fmnist_cpu_control_encoder': 3,
+                  'fedln_table1_fmnist_cpu_efficientnet_lite0': 3,
+                  'lsc_table2_cifar10_cpu': 36,
+                  'lsc_table2_cifar10_cpu_control_encoder': 6,
+                  'lsc_table2_cifar10_cpu_efficientnet_lite0': 6}, kept
 
 
 def test_methods_leave_out_the_scale_params_only_the_others_take():
