@@ -122,6 +122,18 @@ def test_soak_benchmark_samples_memory_every_round_on_both_runtimes(tmp_path):
 
 
 @pytest.mark.slow
+def test_dataset_leak_benchmark_measures_every_stage_of_the_client_pipeline(tmp_path):
+  results = _run_script(tmp_path, 'dataset_leak', '--datasets', '50', '--warmup', '5')
+  stages = {row['stage']: row for row in results['stages']}
+  assert set(stages) == {'from_tensor_slices', 'range', 'range_batch', 'range_shuffle',
+                         'client_dataset'}
+  for row in stages.values():
+    assert (row['datasets'], row['warmup']) == (50, 5)
+    assert row['rss_bytes_per_dataset'] == pytest.approx(row['rss_growth_bytes'] / 50)
+  assert results['tensorflow'].startswith('2.')
+
+
+@pytest.mark.slow
 def test_remote_benchmark_runs_its_workers_through_tff_noisy_worker_with_tls(monkeypatch,
                                                                             tmp_path):
   """Its workers are `tff-noisy worker --certs` on loopback (mutual TLS), never a bare

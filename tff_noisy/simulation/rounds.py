@@ -2,6 +2,8 @@
 weighting before the aggregator, or its sub-rounds one after the other
 (``Schedule.groups``), and the driver's metrics of what the process measured."""
 
+import contextlib
+import gc
 from typing import NamedTuple, Optional
 
 import numpy as np
@@ -21,7 +23,32 @@ class TrainedRound(NamedTuple):
 def train(recipe, process, round_num: int, state, datasets: dict, client_states: list,
           faults: Optional[list], server) -> TrainedRound:
   """Trains the round's clients ``datasets`` ({client id: ClientData}) from ``state``;
-  ``faults``: each client's simulated fault, in the same order, or None."""
+  ``faults``: each client's simulated fault, in the same order, or None. Python's cyclic
+  garbage collector waits until the round is trained (``collector_paused``)."""
+  with collector_paused():
+    return _train(recipe, process, round_num, state, datasets, client_states, faults, server)
+
+
+@contextlib.contextmanager
+def collector_paused():
+  """Defers Python's cyclic garbage collection to the end of the block (as ``timeit``
+  does), leaving it as it was before. A round allocates tens of thousands of short-lived
+  objects (each client's data, results and metrics); each full collection they trigger
+  rescans the half a million long-lived objects of TensorFlow and TFF, about 0.3 s on
+  two cores, which came every other round at 10,000 clients a round
+  (``benchmarks/scale.py``). Objects freed by their reference counts go at once, as
+  ever; cycles wait for the first collection after the round."""
+  was_enabled = gc.isenabled()
+  gc.disable()
+  try:
+    yield
+  finally:
+    if was_enabled:
+      gc.enable()
+
+
+def _train(recipe, process, round_num: int, state, datasets: dict, client_states: list,
+           faults: Optional[list], server) -> TrainedRound:
   ids = list(datasets)
   groups = recipe.schedule.groups and recipe.schedule.groups(round_num, state, len(ids))
   if groups is None:
