@@ -687,6 +687,7 @@ def test_the_committed_cells_are_kept_by_a_resume_of_their_table():
   # study's grids are the table's lsc or fedln_nnc row under
   # ``--set method.params.encoder=...`` (FedLN's at one setting, (0.7, 0)).
   assert kept == {'fedds_table4_mnist_cpu': 72,
+                  'fedefc_table2_mnist_cpu': 24,
                   'fedln_table1_fmnist_cpu_control_encoder': 3,
                   'fedln_table1_fmnist_cpu_efficientnet_lite0': 3,
                   'lsc_table2_cifar10_cpu': 36,
