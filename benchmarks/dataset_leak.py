@@ -21,15 +21,13 @@ import subprocess
 import sys
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+sys.path.insert(0, os.path.dirname(__file__))
+
+from soak import rss_bytes  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 RESULTS = os.path.join(os.path.dirname(__file__), 'results', 'dataset_leak.json')
 _ROOT = os.path.join(os.path.dirname(__file__), '..')
 STAGES = ('from_tensor_slices', 'range', 'range_batch', 'range_shuffle', 'client_dataset')
-
-
-def rss_bytes() -> int:
-  with open('/proc/self/status') as f:
-    return next(int(line.split()[1]) * 1024 for line in f if line.startswith('VmRSS:'))
 
 
 def measure(stage: str, datasets: int, warmup: int) -> dict:
