@@ -214,8 +214,9 @@ def measure_one(num_clients: int, rounds: int, examples: int, batch_size: int,
   for round_num in range(1, rounds + 1):
     seeds = np.random.default_rng([0, round_num, 1]).integers(2**31, size=num_clients)
     started = time.perf_counter()
-    datasets, _ = driver.client_datasets(method.recipe.data, data, store, data.client_ids, seeds,
-                                         batch_size)
+    with round_lib.collector_paused():  # As the driver's round builds its clients.
+      datasets, _ = driver.client_datasets(method.recipe.data, data, store, data.client_ids,
+                                           seeds, batch_size)
     built = time.perf_counter()
     cpu_before = cpu_seconds(), sum(cpu_seconds(pid) for pid in workers)
     trained = round_lib.train(method.recipe, process, round_num, state, datasets,

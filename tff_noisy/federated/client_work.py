@@ -25,6 +25,7 @@ into the round's training metrics under ``outputs``.
 """
 
 import collections
+import collections.abc
 import functools
 from typing import Callable, Optional
 
@@ -315,16 +316,57 @@ def client_metrics(*, loss_sum, correct, num_examples, finite,
   return metrics
 
 
-class ClientResults(tuple):
+class ClientResults(collections.abc.Sequence):
   """A round's ``ClientResult`` per client, in client order. ``stacked_blocks``: the same
   updates as row blocks stacked on a leading client axis (a list of structures of tensors,
   ``[clients_i, ...]``, whose rows are the clients in order) when the client runtime
-  trained them stacked and kept them so, else ``None``."""
+  trained them stacked and kept them so, else ``None``. ``update_weights``: float32
+  ``[clients]``, each client's ``update_weight``.
 
-  def __new__(cls, results=(), stacked_blocks=None):
-    self = super().__new__(cls, results)
+  Built from blocks (:meth:`of_blocks`), a client's ``ClientResult`` is made when it is
+  read, its update a view of its row: a round that only aggregates the blocks builds no
+  per-client object."""
+
+  def __init__(self, results=(), stacked_blocks=None):
+    self._results = list(results)
     self.stacked_blocks = stacked_blocks
+    self.update_weights = update_weights_of(self._results)
+
+  @classmethod
+  def of_blocks(cls, stacked_blocks: list, update_weights) -> 'ClientResults':
+    """The results of clients trained stacked: their updates the rows of ``stacked_blocks``
+    (``ModelWeights`` of ``[clients_i, ...]`` arrays or tensors, in client order)."""
+    self = cls(stacked_blocks=stacked_blocks)
+    self.update_weights = np.asarray(update_weights, np.float32)
+    self._results = None
+    self._views = [tf.nest.map_structure(np.asarray, b) for b in stacked_blocks]
+    self._starts = np.cumsum([0] + [len(tf.nest.flatten(v)[0]) for v in self._views])
     return self
+
+  def __len__(self) -> int:
+    return len(self.update_weights)
+
+  def __getitem__(self, index):
+    if isinstance(index, slice):
+      return [self[i] for i in range(*index.indices(len(self)))]
+    if self._results is not None:
+      return self._results[index]
+    client = range(len(self))[index]  # Negative indices, and the IndexError.
+    block = int(np.searchsorted(self._starts, client, side='right')) - 1
+    row, views = client - self._starts[block], self._views[block]
+    return tff.learning.templates.ClientResult(
+        update=model_weights_of_values([t[row] for t in views.trainable],
+                                       [t[row] for t in views.non_trainable]),
+        update_weight=self.update_weights[client])
+
+
+def update_weights_of(results) -> np.ndarray:
+  """float32 ``[clients]``: each client's ``update_weight`` (``ClientResults`` keep them
+  as one array; any other sequence of ``ClientResult`` is read one by one)."""
+  kept = getattr(results, 'update_weights', None)
+  if kept is not None:
+    return kept
+  return np.array([result.update_weight for result in results], np.float32)
 
 
 def stacked_update_blocks(results) -> list:

@@ -159,7 +159,7 @@ class FederatedProcess:
     results, train_metrics, client_states, diagnostics = self._train(
         weights, self.get_hparams(state), client_data, client_states, faults)
     if aggregation_weights is None:
-      update_weights = [r.update_weight for r in results]
+      update_weights = list(client_work_lib.update_weights_of(results))
     else:
       update_weights, weighting = aggregation_weights(results, weights)
       update_weights = [np.float32(w) for w in update_weights]

@@ -202,8 +202,10 @@ def build_stacked_training(model: tf.keras.Model, optimizer, program: ClientProg
     sums = tf.zeros([num_clients, 4])
     for step in tf.range(tf.shape(mask)[1]):
       batch = {name: value[:, step] for name, value in batches.items()}
-      trainable, opt_state, step_sums = tf.vectorized_map(
+      stepped, step_sums = tf.vectorized_map(
           client_step, (trainable, opt_state, batch, mask[:, step], contexts))
+      trainable, opt_state = _where_stepped(tf.reduce_any(mask[:, step], axis=1), stepped,
+                                            (trainable, opt_state))
       sums += step_sums
     updates = client_work.model_weights_of_values(
         [w[None] - t for w, t in zip(initial_trainable, trainable)],
@@ -230,8 +232,8 @@ def build_stacked_training(model: tf.keras.Model, optimizer, program: ClientProg
 def _client_step(model, program: ClientProgram, optimizer, weight_decay: float,
                  regularizers, hparams, initial_trainable, non_trainable):
   """One client's step, vectorised over the stacked clients: ``(trainable, opt_state,
-  batch, real, context) -> (trainable, opt_state, sums)``; a client with no real example
-  in its batch keeps its weights and optimiser state."""
+  batch, real, context) -> ((trainable, opt_state) after the step, sums)``; the caller
+  keeps the old ones of a client with no real example in its batch (``_where_stepped``)."""
 
   def client_step(args):
     trainable, opt_state, batch, real, context = args
@@ -253,13 +255,23 @@ def _client_step(model, program: ClientProgram, optimizer, weight_decay: float,
     new_opt_state, new_trainable, _, per_example, logits = client_step_lib.train_step(
         forward, trainable, program, optimizer, opt_state, batch, ctx, weight_decay,
         mean=mean, regularization=regularization)
-    stepped = count > 0
-    keep = lambda new, old: tf.where(stepped, new, old)  # pylint: disable=unnecessary-lambda-assignment
-    trainable = tuple(keep(n, o) for n, o in zip(new_trainable, trainable))
-    opt_state = tf.nest.map_structure(keep, new_opt_state, opt_state)
-    return trainable, opt_state, _masked_sums(batch, real, per_example, logits, count)
+    return ((tuple(new_trainable), new_opt_state),
+            _masked_sums(batch, real, per_example, logits, count))
 
   return client_step
+
+
+def _where_stepped(stepped, new, old):
+  """Each client's ``new`` weights and optimiser state where ``stepped`` (bool ``[C]``: the
+  step had a real example of the client), its ``old`` ones elsewhere. When every client
+  stepped that is ``new`` itself, without a select's pass over every stacked weight."""
+
+  def select(new_value, old_value):
+    where = tf.reshape(stepped, tf.concat([[-1], tf.ones_like(tf.shape(new_value)[1:])], 0))
+    return tf.where(where, new_value, old_value)
+
+  return tf.cond(tf.reduce_all(stepped), lambda: new,
+                 lambda: tf.nest.map_structure(select, new, old))
 
 
 class _Unshareable(Exception):

@@ -266,15 +266,7 @@ class InProcessClients:
                            for name in self._program.metric_names})
     update_weights = np.where(finite, sums['weight_sum'] / self.local_epochs, 0).astype(
         np.float32)
-    results = []
-    for block, start, end in zip(blocks, starts[:-1], starts[1:]):
-      views = tf.nest.map_structure(np.asarray, block)  # The tensors' memory, no copy.
-      trainable, non_trainable = views.trainable, views.non_trainable
-      results += [tff.learning.templates.ClientResult(
-          update=client_work.model_weights_of_values([t[c] for t in trainable],
-                                                     [t[c] for t in non_trainable]),
-          update_weight=update_weights[start + c]) for c in range(end - start)]
-    return (client_work.ClientResults(results, blocks),
+    return (client_work.ClientResults.of_blocks(blocks, update_weights),
             tf.nest.map_structure(lambda v: v.sum(axis=0, dtype=v.dtype), metrics))
 
 

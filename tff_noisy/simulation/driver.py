@@ -306,16 +306,18 @@ class Simulation:
       server, diagnostics = step.before(round_num, server,
                                         self._server(store, datasets=build_datasets))
       record.update(diagnostics_lib.score(diagnostics, self.truth))
-    datasets = build_clients()
-    record.update(clients=list(datasets), skipped_empty_clients=len(sampled) - len(datasets),
-                  client_weights=[weights[cid] for cid in datasets])
-    if self.config.faults.active():
-      record.update(dropped_clients=dropped,
-                    byzantine_clients=[cid for cid in datasets if cid in self.byzantine])
-    if datasets:
-      server = self._train(round_num, server, store, datasets, record)
-    else:
-      self._no_reporters(round_num, record, len(dropped), len(sampled) - len(datasets))
+    with rounds.collector_paused():  # Building the clients allocates as much as training.
+      datasets = build_clients()
+      record.update(clients=list(datasets),
+                    skipped_empty_clients=len(sampled) - len(datasets),
+                    client_weights=[weights[cid] for cid in datasets])
+      if self.config.faults.active():
+        record.update(dropped_clients=dropped,
+                      byzantine_clients=[cid for cid in datasets if cid in self.byzantine])
+      if datasets:
+        server = self._train(round_num, server, store, datasets, record)
+      else:
+        self._no_reporters(round_num, record, len(dropped), len(sampled) - len(datasets))
     record['seconds'] = time.time() - started
     record['wall_time'] = time.time()
     fl, data = self.config.fl, self.data
