@@ -685,11 +685,11 @@ def test_the_committed_cells_are_kept_by_a_resume_of_their_table():
         kept[name] = kept.get(name, 0) + 1
   # The grids published with every cell (the earlier reports have none); the encoder
   # study's grids are the table's lsc or fedln_nnc row under
-  # ``--set method.params.encoder=...`` (FedLN's at one setting, (0.7, 0)).
+  # ``--set method.params.encoder=...`` (FedLN's at its three cpu settings).
   assert kept == {'fedds_table4_mnist_cpu': 72,
                   'fedefc_table2_mnist_cpu': 24,
-                  'fedln_table1_fmnist_cpu_control_encoder': 3,
-                  'fedln_table1_fmnist_cpu_efficientnet_lite0': 3,
+                  'fedln_table1_fmnist_cpu_control_encoder': 9,
+                  'fedln_table1_fmnist_cpu_efficientnet_lite0': 9,
                   'lsc_table2_cifar10_cpu': 36,
                   'lsc_table2_cifar10_cpu_control_encoder': 6,
                   'lsc_table2_cifar10_cpu_efficientnet_lite0': 6}, kept
