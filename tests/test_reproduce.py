@@ -690,7 +690,7 @@ def test_the_committed_cells_are_kept_by_a_resume_of_their_table():
                   'fedefc_table2_mnist_cpu': 24,
                   'fedln_table1_fmnist_cpu_control_encoder': 9,
                   'fedln_table1_fmnist_cpu_efficientnet_lite0': 9,
-                  'lsc_table2_cifar10_cpu': 36,
+                  'lsc_table2_cifar10_cpu': 42,
                   'lsc_table2_cifar10_cpu_control_encoder': 6,
                   'lsc_table2_cifar10_cpu_efficientnet_lite0': 6}, kept
 

@@ -144,3 +144,22 @@ def test_fedln_akd_runs_equally_on_tff_and_tf(tmp_cache):
   assert helpers.max_difference(runs['tff'].final_weights(), runs['tf'].final_weights()) < 1e-5
   for want, got in zip(runs['tff'].history, runs['tf'].history):
     assert got['train_loss'] == pytest.approx(want['train_loss'], rel=1e-5)
+
+
+def test_report_section_scores_the_estimates_and_the_distilling_clients():
+  from tff_noisy import reporting
+  from tff_noisy.methods.fedln_akd.report import NoiseEstimateSection
+  truth = {'flagged': 2, 'truly_noisy': 1, 'precision': 0.5, 'recall': 1.0}
+  results = {'extra': {'noise_estimates': {'a': 0.0, 'b': 0.4, 'c': 0.2},
+                       'true_noise_rates': {'a': 0.0, 'b': 0.5, 'c': 0.0},
+                       'noisy_clients': 2, 'detection_truth': truth}}
+  section = NoiseEstimateSection()
+  (estimate,) = section.estimates(results)
+  assert estimate.values == {'a': 0.0, 'b': 0.4, 'c': 0.2} and estimate.diagonal
+  (line,) = section.summary(results)
+  assert line.endswith('2 flagged, 1 truly noisy; precision 0.500, recall 1.000')
+  w = reporting.Writer('.')
+  section.render(w, {None: {'fedln_akd': [reporting.Run('.', 'fedln_akd', None, 3, results)]}})
+  assert w.lines[0] == "## FedLN-AKD's distilling clients against the truth"
+  assert w.lines[-2].startswith('| fedln_akd | seed 3 | flagged 2, truly_noisy 1, precision')
+  assert section.estimates({'rounds': []}) == [] and section.summary({}) == []

@@ -6,6 +6,7 @@ import dataclasses
 
 from tff_noisy.embeddings.params import EncoderParams
 from tff_noisy.methods.common import MethodSpec
+from tff_noisy.methods.fedln_akd import report
 from tff_noisy.params import described, require
 
 
@@ -35,5 +36,6 @@ SPECS = {
         'FedLN-AKD: L1 distillation of frozen-encoder embeddings on clients estimated noisy',
         FedLNAKDParams, 'tff_noisy.methods.fedln_akd.algorithm:fedln_akd',
         off_device="its loss reads the model's penultimate features and per-example "
-        'encoder embeddings (the representation head)', display='FedLN-AKD'),
+        'encoder embeddings (the representation head)', display='FedLN-AKD',
+        report_sections=report.SECTIONS),
 }
