@@ -7,7 +7,8 @@ scikit-learn digits drawn with replacement (as ``scale.py``). The driver's resid
 memory (``VmRSS``, and TFF's ``worker_binary``'s for ``tff``) is sampled after every
 round; the growth is the change from round ``--settle`` to the last, as a share of the
 memory at round ``--settle`` (the first rounds trace and fill caches). Each runtime runs
-in its own process.
+in its own process; ``worker_preload`` records the worker's allocator
+(``TFF_NOISY_WORKER_MALLOC``, ``tff_noisy/tff_runtime.py``).
 
   .venv/bin/python benchmarks/soak.py [--runtime tf,tff] [--clients 1000]
       [--rounds 500,100] [--settle 20]
@@ -71,6 +72,7 @@ def soak(runtime: str, num_clients: int, rounds: int, examples: int, batch_size:
   settled = min(settle, rounds) - 1
   total = [d + w for d, w in zip(driver_rss, worker_rss)]
   return {'runtime': runtime, 'clients': num_clients, 'rounds': rounds,
+          'worker_preload': tff_runtime.worker_preload() or None,  # Its allocator.
           'examples_per_client': examples, 'batch_size': batch_size, 'settle_round': settled + 1,
           'growth_after_settle': (total[-1] - total[settled]) / total[settled],
           'driver_growth_after_settle': (driver_rss[-1] - driver_rss[settled])

@@ -126,10 +126,12 @@ def test_dataset_leak_benchmark_measures_every_stage_of_the_client_pipeline(tmp_
   results = _run_script(tmp_path, 'dataset_leak', '--datasets', '50', '--warmup', '5')
   stages = {row['stage']: row for row in results['stages']}
   assert set(stages) == {'from_tensor_slices', 'range', 'range_batch', 'range_shuffle',
-                         'client_dataset'}
+                         'client_dataset', 'range_shuffle_new_int_seeds',
+                         'client_dataset_new_seeds'}
   for row in stages.values():
     assert (row['datasets'], row['warmup']) == (50, 5)
     assert row['rss_bytes_per_dataset'] == pytest.approx(row['rss_growth_bytes'] / 50)
+    assert row['python_traced_bytes_per_dataset'] >= 0  # From its own, traced process.
   assert results['tensorflow'].startswith('2.')
 
 

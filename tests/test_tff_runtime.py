@@ -4,6 +4,8 @@ import signal
 import subprocess
 import sys
 
+import pytest
+
 _SCRIPT = """
 import tensorflow as tf
 from tff_noisy import tff_runtime
@@ -54,3 +56,39 @@ print('stopped in', time.monotonic() - began)
   seconds = float([l for l in done.stdout.splitlines() if l.startswith('stopped in')][0]
                   .split()[2])
   assert seconds < 5, seconds
+
+
+def test_worker_preload_follows_the_variable(monkeypatch):
+  from tff_noisy import tff_runtime
+  monkeypatch.setattr(tff_runtime.ctypes.util, 'find_library',
+                      lambda name: 'libjemalloc.so.2' if name == 'jemalloc' else None)
+  for value, preload in (('', 'libjemalloc.so.2'), ('auto', 'libjemalloc.so.2'),
+                         ('JEMALLOC', 'libjemalloc.so.2'), ('glibc', '')):
+    monkeypatch.setenv(tff_runtime.MALLOC_VARIABLE, value)
+    assert tff_runtime.worker_preload() == preload, value
+  monkeypatch.setenv(tff_runtime.MALLOC_VARIABLE, 'tcmalloc')
+  with pytest.raises(ValueError, match="TFF_NOISY_WORKER_MALLOC='tcmalloc': one of auto"):
+    tff_runtime.worker_preload()
+  monkeypatch.setattr(tff_runtime.ctypes.util, 'find_library', lambda name: None)
+  monkeypatch.setenv(tff_runtime.MALLOC_VARIABLE, 'auto')
+  assert tff_runtime.worker_preload() == ''
+  monkeypatch.setenv(tff_runtime.MALLOC_VARIABLE, 'jemalloc')
+  with pytest.raises(ValueError, match='no libjemalloc on this machine'):
+    tff_runtime.worker_preload()
+
+
+def test_the_worker_allocates_through_jemalloc_when_the_machine_has_it():
+  import ctypes.util
+  if not ctypes.util.find_library('jemalloc'):
+    pytest.skip('no libjemalloc on this machine (apt-get install libjemalloc2)')
+  script = _SCRIPT + """
+for process in tff_runtime._worker_processes():
+  with open(f'/proc/{process.pid}/maps') as f:
+    print('jemalloc mapped', 'libjemalloc' in f.read())
+"""
+  for choice, mapped in (('auto', 'True'), ('glibc', 'False')):
+    done = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True,
+                          timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2',
+                                                TFF_NOISY_WORKER_MALLOC=choice))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f'jemalloc mapped {mapped}' in done.stdout, (choice, done.stdout)

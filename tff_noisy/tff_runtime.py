@@ -12,9 +12,16 @@ worker, so on Linux :func:`import_tff` also has TFF start it under a parent-deat
 the kernel kills the worker when the thread that started it (TFF's event-loop thread,
 which lives as long as the process) ends. The worker gets its own session, so a Ctrl-C
 at the terminal reaches only Python, which then stops the worker in order.
+
+The worker allocates through jemalloc when the system has it (``libjemalloc.so.2``), not
+glibc's malloc: with glibc its many threads' arenas keep the memory they freed, and the
+worker grows each round (``benchmarks/soak.py``). ``TFF_NOISY_WORKER_MALLOC`` chooses:
+``auto`` (the default: jemalloc when found, else glibc's), ``jemalloc`` (an error
+without it) or ``glibc``.
 """
 
 import atexit
+import ctypes.util
 import functools
 import gc
 import os
@@ -38,11 +45,40 @@ _PDEATHSIG_EXEC = '\n'.join([
 ])
 
 
+MALLOC_VARIABLE = 'TFF_NOISY_WORKER_MALLOC'
+_MALLOC_CHOICES = ('auto', 'jemalloc', 'glibc')
+_JEMALLOC = 'jemalloc'
+
+
+def worker_preload() -> str:
+  """The library the worker preloads for its allocator (``MALLOC_VARIABLE``), or ''.
+
+  Raises ValueError naming the variable for a value outside ``_MALLOC_CHOICES``, or for
+  ``jemalloc`` on a machine without it."""
+  choice = os.environ.get(MALLOC_VARIABLE, 'auto').strip().lower() or 'auto'
+  if choice not in _MALLOC_CHOICES:
+    raise ValueError(f'{MALLOC_VARIABLE}={os.environ[MALLOC_VARIABLE]!r}: one of '
+                     f'{", ".join(_MALLOC_CHOICES)}')
+  if choice == 'glibc' or not sys.platform.startswith('linux'):
+    return ''
+  library = ctypes.util.find_library(_JEMALLOC) or ''
+  if choice == 'jemalloc' and not library:
+    raise ValueError(f'{MALLOC_VARIABLE}=jemalloc: no libjemalloc on this machine '
+                     '(Debian/Ubuntu: apt-get install libjemalloc2), or choose auto or glibc')
+  return library
+
+
 class WorkerPopen(subprocess.Popen):
-  """``Popen`` that starts a command in its own session, killed when its parent dies."""
+  """``Popen`` that starts a command in its own session, killed when its parent dies, its
+  allocator ``worker_preload()``'s."""
 
   def __init__(self, args, *rest, **kwargs):
     wrapped = [sys.executable, '-I', '-S', '-c', _PDEATHSIG_EXEC, str(os.getpid()), *args]
+    preload = worker_preload()
+    if preload:
+      env = dict(kwargs.pop('env', None) or os.environ)
+      env['LD_PRELOAD'] = ' '.join(filter(None, (preload, env.get('LD_PRELOAD'))))
+      kwargs['env'] = env
     super().__init__(wrapped, *rest, start_new_session=True, **kwargs)
 
 
@@ -126,6 +162,7 @@ def _has_no_context(context) -> bool:
 def import_tff():
   """Returns the ``tensorflow_federated`` module, with worker shutdown registered."""
   global _registered
+  worker_preload()  # A wrong TFF_NOISY_WORKER_MALLOC fails here, before the worker starts.
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   current = tff.framework.get_context_stack().current
   if _shared_context[0] is None and not _has_no_context(current):

@@ -51,3 +51,15 @@ def test_steps_per_pass_counts_the_datasets_batches(n):
   client = client_data.make_client_data(np.zeros((n, 2)), np.zeros(n), batch_size=8,
                                         shuffle_seed=0)
   assert client_data.steps_per_pass(n, 8) == len(list(client.dataset()))
+
+
+@pytest.mark.parametrize('global_seed', [None, 0, 3])
+@pytest.mark.parametrize('shuffle_seed', [0, 1, 2**31 - 1, 2**31, 2**63 - 1])
+def test_dataset_shuffles_as_a_python_int_seed_would(global_seed, shuffle_seed):
+  """``dataset()`` hands the shuffle its seed as a tensor (no Python scalar for TensorFlow
+  to cache); the order is the one ``shuffle(n, seed=int)`` gives, edge seeds included."""
+  if global_seed is not None:
+    tf.keras.utils.set_random_seed(global_seed)
+  client = client_data.make_client_data(np.zeros((9, 2)), np.arange(9) % 3, 4, shuffle_seed)
+  expected = tf.data.Dataset.range(9).shuffle(9, seed=shuffle_seed).repeat(2)
+  np.testing.assert_array_equal(_dataset_order(client, 2), list(expected.as_numpy_iterator()))
