@@ -6,6 +6,8 @@ import sys
 
 import pytest
 
+from tff_noisy import errors
+
 _SCRIPT = """
 import tensorflow as tf
 from tff_noisy import tff_runtime
@@ -67,13 +69,13 @@ def test_worker_preload_follows_the_variable(monkeypatch):
     monkeypatch.setenv(tff_runtime.MALLOC_VARIABLE, value)
     assert tff_runtime.worker_preload() == preload, value
   monkeypatch.setenv(tff_runtime.MALLOC_VARIABLE, 'tcmalloc')
-  with pytest.raises(ValueError, match="TFF_NOISY_WORKER_MALLOC='tcmalloc': one of auto"):
+  with pytest.raises(errors.ConfigError, match="TFF_NOISY_WORKER_MALLOC='tcmalloc': one of auto"):
     tff_runtime.worker_preload()
   monkeypatch.setattr(tff_runtime.ctypes.util, 'find_library', lambda name: None)
   monkeypatch.setenv(tff_runtime.MALLOC_VARIABLE, 'auto')
   assert tff_runtime.worker_preload() == ''
   monkeypatch.setenv(tff_runtime.MALLOC_VARIABLE, 'jemalloc')
-  with pytest.raises(ValueError, match='no libjemalloc on this machine'):
+  with pytest.raises(errors.ConfigError, match='no libjemalloc on this machine'):
     tff_runtime.worker_preload()
 
 
@@ -92,3 +94,15 @@ for process in tff_runtime._worker_processes():
                                                 TFF_NOISY_WORKER_MALLOC=choice))
     assert done.returncode == 0, done.stderr[-2000:]
     assert f'jemalloc mapped {mapped}' in done.stdout, (choice, done.stdout)
+
+
+def test_a_wrong_allocator_choice_is_one_line_before_any_work(tmp_path):
+  done = subprocess.run(
+      [sys.executable, '-m', 'experiments.run', 'run', 'experiments/configs/demo.yaml',
+       '--out', str(tmp_path / 'run')], capture_output=True, text=True, timeout=300,
+      cwd=os.path.join(os.path.dirname(__file__), '..'),
+      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', TFF_NOISY_WORKER_MALLOC='tcmalloc'))
+  assert done.returncode == 2, done.stderr[-2000:]
+  assert done.stderr.strip().splitlines()[-1] == (
+      "tff-noisy: error: TFF_NOISY_WORKER_MALLOC='tcmalloc': one of auto, jemalloc, glibc")
+  assert 'Traceback' not in done.stderr and not (tmp_path / 'run').exists()

@@ -30,6 +30,8 @@ import subprocess
 import sys
 import types
 
+from tff_noisy import errors
+
 _registered = False
 _shared_context = [None]  # The execution context other threads use (use_in_this_thread).
 # Runs in the new process: prctl(PR_SET_PDEATHSIG, SIGKILL), give up if the parent is
@@ -53,17 +55,17 @@ _JEMALLOC = 'jemalloc'
 def worker_preload() -> str:
   """The library the worker preloads for its allocator (``MALLOC_VARIABLE``), or ''.
 
-  Raises ValueError naming the variable for a value outside ``_MALLOC_CHOICES``, or for
+  Raises ConfigError naming the variable for a value outside ``_MALLOC_CHOICES``, or for
   ``jemalloc`` on a machine without it."""
   choice = os.environ.get(MALLOC_VARIABLE, 'auto').strip().lower() or 'auto'
   if choice not in _MALLOC_CHOICES:
-    raise ValueError(f'{MALLOC_VARIABLE}={os.environ[MALLOC_VARIABLE]!r}: one of '
+    raise errors.ConfigError(f'{MALLOC_VARIABLE}={os.environ[MALLOC_VARIABLE]!r}: one of '
                      f'{", ".join(_MALLOC_CHOICES)}')
   if choice == 'glibc' or not sys.platform.startswith('linux'):
     return ''
   library = ctypes.util.find_library(_JEMALLOC) or ''
   if choice == 'jemalloc' and not library:
-    raise ValueError(f'{MALLOC_VARIABLE}=jemalloc: no libjemalloc on this machine '
+    raise errors.ConfigError(f'{MALLOC_VARIABLE}=jemalloc: no libjemalloc on this machine '
                      '(Debian/Ubuntu: apt-get install libjemalloc2), or choose auto or glibc')
   return library
 
@@ -162,7 +164,8 @@ def _has_no_context(context) -> bool:
 def import_tff():
   """Returns the ``tensorflow_federated`` module, with worker shutdown registered."""
   global _registered
-  worker_preload()  # A wrong TFF_NOISY_WORKER_MALLOC fails here, before the worker starts.
+  if not _registered:
+    worker_preload()  # A wrong TFF_NOISY_WORKER_MALLOC fails here, before the worker starts.
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   current = tff.framework.get_context_stack().current
   if _shared_context[0] is None and not _has_no_context(current):

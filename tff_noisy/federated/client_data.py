@@ -35,8 +35,8 @@ class ClientData(NamedTuple):
 
     The seed reaches the shuffle as a tensor made from a NumPy array, not as a Python
     int: TensorFlow caches the eager tensor of every Python scalar it converts, for the
-    life of the process, and a new seed per client and round made that cache grow about
-    0.7 KB each (``benchmarks/soak.py`` on ``tff``). The same seed pair, the same order."""
+    life of the process, and a new seed per client and round made the driver grow about
+    0.7 KB each (``benchmarks/dataset_leak.py``). The same seed pair, the same order."""
     dataset = tf.data.Dataset.from_tensor_slices(self.features)
     seed = tf.constant(np.array(self.shuffle_seed, np.int64))
     return dataset.shuffle(max(self.num_examples, 1), seed=seed).batch(self.batch_size)
