@@ -1,14 +1,16 @@
 """Resident memory kept per ``tf.data`` dataset built in eager mode, per pipeline stage.
 
-The ``tff`` runtime builds every sampled client's ``ClientData.dataset()``
+The ``tff`` runtime used to build every sampled client's ``ClientData.dataset()``
 (``from_tensor_slices``, then ``shuffle``, then ``batch``) in the driver each round and
-hands it to TFF. This script builds ``--datasets`` such pipelines one after another (each
+hand it to TFF; it now hands TFF the client's arrays and TFF builds the pipeline in its
+graph. What an eager pipeline keeps still matters wherever one is built per client
+(the ``tf`` runtime's one-call-per-client path, the methods' probes). This script builds ``--datasets`` such pipelines one after another (each
 dropped at once), after ``--warmup`` untimed ones, and reports the growth of the process's
 resident memory (``VmRSS``) per dataset built and, in a second child process per stage, of
 what Python's ``tracemalloc`` sees (tracing keeps a traceback per live allocation, so a
 traced process's resident memory grows several times more: the two are never measured in
-one process). Pure TensorFlow, no TFF: a growth here is
-TensorFlow's, a part of the driver's growth on ``tff`` in ``soak.py``.
+one process). Pure TensorFlow, no TFF: a growth here is TensorFlow's (it was a part of
+the driver's growth on ``tff`` in ``soak.py``).
 
   .venv/bin/python benchmarks/dataset_leak.py [--datasets 6000] [--warmup 300]
 

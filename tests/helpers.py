@@ -9,6 +9,7 @@ import numpy as np
 import tensorflow as tf
 
 from tff_noisy import config as config_lib
+from tff_noisy.federated import client_data as client_data_lib
 from tff_noisy.simulation import driver
 
 
@@ -24,13 +25,18 @@ def random_client(seed: int, n: int, features: int = 4, classes: int = 3) -> tup
   return rng.normal(size=(n, features)).astype(np.float32), rng.integers(0, classes, n)
 
 
+def client_data(x: np.ndarray, y: np.ndarray, batch_size: int = 0,
+                **features) -> client_data_lib.ClientData:
+  """A client's ``ClientData`` as the simulation builds one (``x``, int64 ``y`` and
+  ``index``, plus ``features``), its examples kept in order, in batches of ``batch_size``
+  (0: one batch): what ``FederatedProcess`` takes."""
+  return client_data_lib.make_client_data(x, y, batch_size or max(len(y), 1), None, features)
+
+
 def client_dataset(x: np.ndarray, y: np.ndarray, batch_size: int = 0,
                    **features) -> tf.data.Dataset:
-  """A client dataset as the simulation builds one (``x``, int64 ``y`` and ``index``,
-  plus ``features``), in batches of ``batch_size`` (0: one batch)."""
-  elements = collections.OrderedDict(x=x, y=y.astype(np.int64),
-                                     index=np.arange(len(y), dtype=np.int64), **features)
-  return tf.data.Dataset.from_tensor_slices(elements).batch(batch_size or len(y))
+  """:func:`client_data`'s ``tf.data`` dataset (what a client's training iterates)."""
+  return client_data(x, y, batch_size, **features).dataset()
 
 
 def small_digits_config(method: str, runtime: str = 'tf', params: dict = None,

@@ -63,3 +63,40 @@ def test_dataset_shuffles_as_a_python_int_seed_would(global_seed, shuffle_seed):
   client = client_data.make_client_data(np.zeros((9, 2)), np.arange(9) % 3, 4, shuffle_seed)
   expected = tf.data.Dataset.range(9).shuffle(9, seed=shuffle_seed).repeat(2)
   np.testing.assert_array_equal(_dataset_order(client, 2), list(expected.as_numpy_iterator()))
+
+
+def test_unshuffled_client_keeps_its_order_every_pass():
+  client = client_data.make_client_data(np.zeros((5, 2)), np.arange(5), 2, shuffle_seed=None)
+  np.testing.assert_array_equal(_dataset_order(client, 2), np.tile(np.arange(5), 2))
+  np.testing.assert_array_equal(client_data.batch_orders([client], 2)[0],
+                                np.tile(np.arange(5), 2))
+
+
+@pytest.mark.parametrize('global_seed', [None, 4])
+def test_pipeline_built_in_a_tff_graph_yields_the_drivers_batches(global_seed):
+  """TFF's client work builds each client's dataset in its own graph from
+  ``pipeline_input()``: every pass the same batches as the driver's ``dataset()`` (whose
+  seed pair reads the driver's global seed, which the graph does not have)."""
+  from tff_noisy.tff_runtime import import_tff  # pylint: disable=g-import-not-at-top
+  tff = import_tff()
+  if global_seed is not None:
+    tf.keras.utils.set_random_seed(global_seed)
+  clients = _clients([1, 6, 11], batch_size=4)
+  spec = client_data.pipeline_input_spec(clients[0].dataset().element_spec)
+
+  @tf.function  # Orders the passes, as the client work's training function does.
+  def passes(dataset):
+    def indices():  # One pass: its batches' indices, each batch padded to 4 with -1.
+      return dataset.reduce(tf.zeros([0, 4], tf.int64), lambda acc, batch: tf.concat(
+          [acc, tf.pad(batch['index'], [[0, 4 - tf.shape(batch['index'])[0]]],
+                       constant_values=-1)[None]], 0))
+    return indices(), indices()
+
+  @tff.tensorflow.computation(tff.types.tensorflow_to_type(spec))
+  def two_passes(data):
+    return passes(client_data.batched_pipeline(**data))
+
+  for client, order in zip(clients, client_data.batch_orders(clients, 2)):
+    got = np.concatenate([np.asarray(p).ravel() for p in two_passes(client.pipeline_input())])
+    np.testing.assert_array_equal(got[got >= 0], order)
+    np.testing.assert_array_equal(got[got >= 0], _dataset_order(client, 2))

@@ -12,6 +12,7 @@ import pytest
 import tensorflow as tf
 
 import helpers
+from tff_noisy.federated import client_data
 from tff_noisy.federated import client_work
 from tff_noisy.federated import probe
 from tff_noisy.federated import process as process_lib
@@ -100,12 +101,12 @@ def test_state_round_trip_counts_rounds_and_records_losses(counting):
   (xa, ya), (xb, yb) = helpers.random_client(1, 7), helpers.random_client(2, 5)
   program = counting.program
   states = [program.initial_state(ya), program.initial_state(yb)]
-  datasets = [helpers.client_dataset(xa, ya), helpers.client_dataset(xb, yb)]
+  datasets = [helpers.client_data(xa, ya), helpers.client_data(xb, yb)]
   out = counting.next(_initial_state(counting, model), datasets, states)
   assert [int(s['rounds']) for s in out.client_states] == [1, 1]
   assert [s['last_loss'].shape for s in out.client_states] == [(7,), (5,)]
   # Only client a again: its counter moves, and its losses are those of its local model.
-  out2 = counting.next(out.state, [helpers.client_dataset(xa, ya)], [out.client_states[0]])
+  out2 = counting.next(out.state, [helpers.client_data(xa, ya)], [out.client_states[0]])
   assert int(out2.client_states[0]['rounds']) == 2
   local = helpers.linear_model()
   weights = counting.get_model_weights(out2.state)  # One client: global = its local model.
@@ -119,7 +120,7 @@ def test_trainable_rows_take_their_own_gradient_step(offsets):
   model = helpers.linear_model()
   x, y = helpers.random_client(3, 6)
   rows = np.random.default_rng(0).normal(size=(6, _CLASSES)).astype(np.float32)
-  out = offsets.next(_initial_state(offsets, model), [helpers.client_dataset(x, y)],
+  out = offsets.next(_initial_state(offsets, model), [helpers.client_data(x, y)],
                      [{'offsets': rows}])
   # One full batch: the rows' step uses the received model and the batch-mean loss.
   variable = tf.Variable(rows)
@@ -133,7 +134,7 @@ def test_rows_follow_the_index_when_batches_are_shuffled(offsets):
   tf.keras.utils.set_random_seed(2)
   model = helpers.linear_model()
   x, y = helpers.random_client(4, 9)
-  shuffled = helpers.client_dataset(x, y, batch_size=9).unbatch().shuffle(9, seed=5).batch(9)
+  shuffled = client_data.make_client_data(x, y, 9, shuffle_seed=5)
   rows = np.zeros((9, _CLASSES), np.float32)
   out = offsets.next(_initial_state(offsets, model), [shuffled], [{'offsets': rows}])
   # Each sample's offset moves towards its own label, whatever position it was batched in.
@@ -148,9 +149,9 @@ def test_hparams_reach_the_clients_and_live_in_the_state(offsets):
   rows = [{'offsets': np.zeros((8, _CLASSES), np.float32)}]
   state = _initial_state(offsets, model)
   assert float(offsets.get_hparams(state)['loss_scale']) == 1.0
-  plain = offsets.next(state, [helpers.client_dataset(x, y)], rows)
+  plain = offsets.next(state, [helpers.client_data(x, y)], rows)
   doubled_state = offsets.set_hparams(state, {'loss_scale': 2.0})
-  doubled = offsets.next(doubled_state, [helpers.client_dataset(x, y)], rows)
+  doubled = offsets.next(doubled_state, [helpers.client_data(x, y)], rows)
   np.testing.assert_allclose(doubled.client_states[0]['offsets'],
                              2.0 * plain.client_states[0]['offsets'], rtol=1e-5)
   assert float(offsets.get_hparams(doubled.state)['loss_scale']) == 2.0
@@ -164,7 +165,7 @@ def test_non_finite_client_keeps_its_old_state(counting):
   x, y = helpers.random_client(6, 4)
   x[0, 0] = np.nan
   state = counting.program.initial_state(y)
-  out = counting.next(_initial_state(counting, model), [helpers.client_dataset(x, y)], [state])
+  out = counting.next(_initial_state(counting, model), [helpers.client_data(x, y)], [state])
   assert int(out.client_states[0]['rounds']) == 0
   assert int(out.metrics['client_work']['train']['non_finite_clients']) == 1
 
@@ -183,7 +184,7 @@ def test_weight_decay_and_model_losses_are_trained_on():
     process = process_lib.build_process(model_fn, spec, sgd, **kwargs)
     tf.keras.utils.set_random_seed(5)
     state = _initial_state(process, model_fn())
-    out = process.next(state, [helpers.client_dataset(x, y)], [()])
+    out = process.next(state, [helpers.client_data(x, y)], [()])
     return float(np.sum(process.get_model_weights(out.state).trainable[0] ** 2))
 
   plain = kernel_norm(helpers.linear_model)

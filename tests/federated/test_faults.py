@@ -15,13 +15,14 @@ from tff_noisy.tff_runtime import import_tff
 tff = import_tff()
 
 
-def _dataset(seed, n=20):
-  return helpers.client_dataset(*helpers.random_client(seed, n), batch_size=10)
+def _client_data(seed, n=20):
+  return helpers.client_data(*helpers.random_client(seed, n), batch_size=10)
 
 
 def _build(with_faults, aggregator=None):
   return process_lib.build_process(
-      helpers.linear_model, _dataset(0).element_spec, tff.learning.optimizers.build_sgdm(0.5),
+      helpers.linear_model, _client_data(0).dataset().element_spec,
+      tff.learning.optimizers.build_sgdm(0.5),
       model_aggregator=aggregator, faults=with_faults)
 
 
@@ -47,9 +48,9 @@ def test_signatures_without_and_with_faults(processes):
   assert faulty.train.type_signature.result == plain.train.type_signature.result
   assert faulty.initialize_computation.type_signature == plain.initialize_computation.type_signature
   with pytest.raises(ValueError, match="built with faults: give each client's fault"):
-    faulty.next(faulty.initialize(), [_dataset(1)], [()])
+    faulty.next(faulty.initialize(), [_client_data(1)], [()])
   with pytest.raises(ValueError, match='built without faults: give none'):
-    plain.next(plain.initialize(), [_dataset(1)], [()], [_spec(None)])
+    plain.next(plain.initialize(), [_client_data(1)], [()], [_spec(None)])
 
 
 def _honest_updates(process, state, datasets):
@@ -63,7 +64,7 @@ def _honest_updates(process, state, datasets):
 def test_corrupted_updates_reach_the_aggregate_as_numpy_computes_them(processes):
   plain, faulty = processes
   state = plain.initialize()
-  datasets = [_dataset(i, n) for i, n in ((1, 20), (2, 30), (3, 40), (4, 20))]
+  datasets = [_client_data(i, n) for i, n in ((1, 20), (2, 30), (3, 40), (4, 20))]
   updates, weights = _honest_updates(plain, state, datasets)
   specs = [_spec(None), _spec('scale'), _spec('sign_flip'), _spec('nan')]
   out = faulty.next(state, datasets, [()] * 4, specs)
@@ -84,15 +85,15 @@ def test_corrupted_updates_reach_the_aggregate_as_numpy_computes_them(processes)
 def test_gaussian_update_is_the_twins_draw(processes):
   plain, faulty = processes
   state = plain.initialize()
-  updates, _ = _honest_updates(plain, state, [_dataset(1)])
+  updates, _ = _honest_updates(plain, state, [_client_data(1)])
   spec = _spec('gaussian', seed=12345)
   results, _, _ = faulty.train_clients(faulty.get_model_weights(state),
-                                       faulty.get_hparams(state), [_dataset(1)], [()], [spec])
+                                       faulty.get_hparams(state), [_client_data(1)], [()], [spec])
   want = [np.asarray(t) for t in faults_tf.corrupt([tf.constant(u) for u in updates[0]], spec)]
   for got, w in zip(_flat(results[0].update), want):
     np.testing.assert_array_equal(got, w)
   again, _, _ = faulty.train_clients(faulty.get_model_weights(state),
-                                     faulty.get_hparams(state), [_dataset(1)], [()], [spec])
+                                     faulty.get_hparams(state), [_client_data(1)], [()], [spec])
   for got, w in zip(_flat(again[0].update), want):
     np.testing.assert_array_equal(got, w)  # Seeded: a resumed round repeats it.
 
@@ -100,7 +101,7 @@ def test_gaussian_update_is_the_twins_draw(processes):
 def test_honest_clients_train_as_without_faults(processes):
   plain, faulty = processes
   state = plain.initialize()
-  datasets = [_dataset(5), _dataset(6)]
+  datasets = [_client_data(5), _client_data(6)]
   want = plain.next(state, datasets, [(), ()])
   got = faulty.next(state, datasets, [(), ()], [_spec(None), _spec(None)])
   for g, w in zip(_flat(faulty.get_model_weights(got.state)),
@@ -113,7 +114,7 @@ def test_a_robust_aggregator_ignores_one_scaled_client_of_five():
   plain = _build(False, coordinate_median.CoordinateMedianFactory())
   faulty = _build(True, coordinate_median.CoordinateMedianFactory())
   state = plain.initialize()
-  datasets = [_dataset(i) for i in range(5)]
+  datasets = [_client_data(i) for i in range(5)]
   updates, _ = _honest_updates(plain, state, datasets)
   specs = [_spec('scale' if i == 0 else None) for i in range(5)]
   out = faulty.next(state, datasets, [()] * 5, specs)
@@ -122,3 +123,9 @@ def test_a_robust_aggregator_ignores_one_scaled_client_of_five():
   for i, (b, a) in enumerate(zip(before, _flat(faulty.get_model_weights(out.state)))):
     np.testing.assert_allclose(b - a, np.median(np.stack([s[i] for s in sent]), axis=0),
                                rtol=1e-5, atol=1e-7)
+
+
+def test_tffs_client_work_takes_client_data_not_datasets(processes):
+  plain, _ = processes
+  with pytest.raises(TypeError, match='ClientData'):
+    plain.next(plain.initialize(), [_client_data(1).dataset()], [()])

@@ -1,10 +1,9 @@
 """The federated process: type signatures first, then numbers against plain Keras/NumPy."""
-import collections
-
 import numpy as np
 import pytest
 import tensorflow as tf
 
+import helpers
 from tff_noisy.federated import client_work
 from tff_noisy.federated import process as process_lib
 from tff_noisy.federated.client_parts import ClientProgram, CrossEntropy, Proximal
@@ -22,12 +21,10 @@ def _model_fn():
   ])
 
 
-def _dataset(x, y, batch_size=100, weight=None):
-  features = collections.OrderedDict(x=x.astype(np.float32), y=y.astype(np.int64),
-                                     index=np.arange(len(y), dtype=np.int64))
-  if weight is not None:
-    features[client_work.AGGREGATION_WEIGHT_KEY] = np.full(len(y), weight, np.float32)
-  return tf.data.Dataset.from_tensor_slices(features).batch(batch_size)
+def _client_data(x, y, batch_size=100, weight=None):
+  extra = {} if weight is None else {
+      client_work.AGGREGATION_WEIGHT_KEY: np.full(len(y), weight, np.float32)}
+  return helpers.client_data(x, y, batch_size, **extra)
 
 
 def _client(seed, n):
@@ -47,12 +44,12 @@ def _next(process, state, datasets):
 
 @pytest.fixture(scope='module')
 def process():
-  return _build(_dataset(*_client(0, 2)).element_spec)
+  return _build(_client_data(*_client(0, 2)).dataset().element_spec)
 
 
 @pytest.fixture(scope='module')
 def weighted_process():
-  return _build(_dataset(*_client(0, 2), weight=1.0).element_spec)
+  return _build(_client_data(*_client(0, 2), weight=1.0).dataset().element_spec)
 
 
 def _state_with(process, model):
@@ -90,7 +87,7 @@ def test_round_equals_weighted_mean_of_keras_clients_including_bn_statistics(pro
   tf.keras.utils.set_random_seed(1)
   model = _model_fn()
   (xa, ya), (xb, yb) = _client(1, 30), _client(2, 90)
-  out = _next(process, _state_with(process, model), [_dataset(xa, ya), _dataset(xb, yb)])
+  out = _next(process, _state_with(process, model), [_client_data(xa, ya), _client_data(xb, yb)])
   expected_a = _keras_client_result(model, xa, ya, 0.5)
   expected_b = _keras_client_result(model, xb, yb, 0.5)
   expected = [(30 * a + 90 * b) / 120 for a, b in zip(expected_a, expected_b)]
@@ -109,7 +106,7 @@ def test_non_finite_client_never_reaches_global_model(process):
   xa, ya = _client(3, 40)
   xb, yb = _client(4, 40)
   xb[0, 0] = np.nan
-  out = _next(process, _state_with(process, model), [_dataset(xa, ya), _dataset(xb, yb)])
+  out = _next(process, _state_with(process, model), [_client_data(xa, ya), _client_data(xb, yb)])
   expected = _keras_client_result(model, xa, ya, 0.5)
   global_model = _model_fn()
   process.get_model_weights(out.state).assign_weights_to(global_model)
@@ -124,7 +121,7 @@ def test_all_clients_non_finite_leaves_model_unchanged(process):
   x, y = _client(5, 10)
   x[:] = np.inf
   state = _state_with(process, model)
-  out = _next(process, state, [_dataset(x, y)])
+  out = _next(process, state, [_client_data(x, y)])
   assert out.metrics['finalizer']['update_non_finite'] == 1
   before = process.get_model_weights(state)
   after = process.get_model_weights(out.state)
@@ -138,7 +135,7 @@ def test_aggregation_weight_sets_the_update_weight(weighted_process):
   model = _model_fn()
   (xa, ya), (xb, yb) = _client(6, 50), _client(7, 50)
   out = _next(weighted_process, _state_with(weighted_process, model),
-              [_dataset(xa, ya, weight=0.9), _dataset(xb, yb, weight=0.1)])
+              [_client_data(xa, ya, weight=0.9), _client_data(xb, yb, weight=0.1)])
   expected_a = _keras_client_result(model, xa, ya, 0.5)
   expected_b = _keras_client_result(model, xb, yb, 0.5)
   global_model = _model_fn()
@@ -150,12 +147,12 @@ def test_aggregation_weight_sets_the_update_weight(weighted_process):
 @pytest.mark.slow
 def test_fedprox_pulls_towards_global_model():
   x, y = _client(8, 64)
-  spec = _dataset(x, y).element_spec
+  spec = _client_data(x, y).dataset().element_spec
   tf.keras.utils.set_random_seed(5)
   model = _model_fn()
 
   def distance(process):
-    out = _next(process, _state_with(process, model), [_dataset(x, y, batch_size=8)])
+    out = _next(process, _state_with(process, model), [_client_data(x, y, batch_size=8)])
     after = process.get_model_weights(out.state).trainable
     return sum(np.sum((a - b) ** 2) for a, b in zip(after, model.get_weights()))
 

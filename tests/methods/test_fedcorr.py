@@ -189,7 +189,7 @@ def test_a_preprocessing_client_trains_with_the_adaptive_proximal_term_and_retur
   for preprocessing in (1, 0):
     start = process.set_hparams(assembly.initial_state(process, model), {
         'preprocessing': np.int32(preprocessing), 'beta': np.float32(2.0)})
-    out = process.next(start, [helpers.client_dataset(x, y, 4)], [state])
+    out = process.next(start, [helpers.client_data(x, y, 4)], [state])
     # Two steps of 4: the first without the term (w = w_g), the second with it.
     local = helpers.linear_model()
     weights = [w.copy() for w in received]

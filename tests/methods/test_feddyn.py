@@ -194,7 +194,7 @@ def _round(process, recipe_value, num_clients, sizes=(3, 9)):
   step = recipe_value.server[0]
   data = collections.namedtuple('Data', 'client_ids')([str(i) for i in range(num_clients)])
   step.prepare(recipe.ServerContext(process, None, data, None))
-  datasets = [helpers.client_dataset(*helpers.random_client(10 + i, n), batch_size=4)
+  datasets = [helpers.client_data(*helpers.random_client(10 + i, n), batch_size=4)
               for i, n in enumerate(sizes)]
   states = [process.program.initial_state(None) for _ in sizes]
   for s in states:

@@ -85,7 +85,7 @@ def test_stage_one_is_fedavg_and_reports_the_received_accuracy(fedefc):
   tf.keras.utils.set_random_seed(0)
   model = helpers.linear_model()
   (xa, ya), (xb, yb) = helpers.random_client(1, 9), helpers.random_client(2, 6)
-  datasets = [helpers.client_dataset(xa, ya), helpers.client_dataset(xb, yb)]
+  datasets = [helpers.client_data(xa, ya), helpers.client_data(xb, yb)]
   out = fedefc.next(_start(fedefc, model, 0), datasets, [(), ()])
   plain = _build(None)
   reference = plain.next(_start(plain, model, None), datasets, [(), ()])
@@ -110,7 +110,7 @@ def test_stage_two_trains_on_the_clients_own_corrected_loss(estimator, prior_com
   model = helpers.linear_model()
   x, y = helpers.random_client(3, 40)
   y[y == 2] = 1  # No sample labelled 2: its threshold is infinite, its column clipped.
-  out = process.next(_start(process, model, 1), [helpers.client_dataset(x, y)], [()])
+  out = process.next(_start(process, model, 1), [helpers.client_data(x, y)], [()])
   probs = tf.nn.softmax(model(x)).numpy()
   if estimator == 'anchor':
     q = transition.anchor_transition_matrix(probs, 80.0)

@@ -21,34 +21,35 @@ from tff_noisy.tff_runtime import import_tff
 tff = import_tff()
 
 
-def _dataset(seed, n):
+def _client_data(seed, n):
   x, y = helpers.random_client(seed, n)
-  return helpers.client_dataset(x, y, batch_size=8,
-                                aggregation_weight=np.ones(n, np.float32))
+  return helpers.client_data(x, y, batch_size=8, aggregation_weight=np.ones(n, np.float32))
 
 
 @pytest.mark.slow
 def test_scoring_returns_global_and_trained_local_logits():
-  data = [_dataset(1, 20), _dataset(2, 12)]
+  data = [_client_data(1, 20), _client_data(2, 12)]
+  datasets = [d.dataset() for d in data]
+  spec = datasets[0].element_spec
   setup = recipe.Setup(
-      model_fn=helpers.linear_model, element_spec=data[0].element_spec,
+      model_fn=helpers.linear_model, element_spec=spec,
       client_optimizer=tff.learning.optimizers.build_sgdm(0.3),
       server_optimizer=tff.learning.optimizers.build_sgdm(1.0),
       aggregator=tff.aggregators.MeanFactory(), local_epochs=2, weight_decay=0.0, seed=0,
       rounds=1, num_classes=3)
   parts = [CrossEntropy()]
   program = ClientProgram(parts)
-  scoring = probe.build_probe(helpers.linear_model, data[0].element_spec,
+  scoring = probe.build_probe(helpers.linear_model, spec,
                               fedln._before_and_after_training(setup, program))  # pylint: disable=protected-access
-  process = process_lib.build_process(helpers.linear_model, data[0].element_spec,
+  process = process_lib.build_process(helpers.linear_model, spec,
                                      setup.client_optimizer, program=program, local_epochs=2)
   tf.keras.utils.set_random_seed(0)
   model = helpers.linear_model()
   weights = tff.learning.models.ModelWeights(
       trainable=[v.numpy() for v in model.trainable_variables], non_trainable=[])
-  logits = scoring(weights, data)
+  logits = scoring(weights, datasets)
   assert [g.shape for g, _ in logits] == [(20, 3), (12, 3)]
-  x = np.concatenate([b['x'] for b in data[0].as_numpy_iterator()])
+  x = np.concatenate([b['x'] for b in datasets[0].as_numpy_iterator()])
   np.testing.assert_allclose(logits[0][0], model(x).numpy(), rtol=1e-5, atol=1e-5)
   # The local model scored is the one the round trains: for one client, global - update.
   state = process.set_model_weights(process.initialize(), weights)
@@ -56,10 +57,10 @@ def test_scoring_returns_global_and_trained_local_logits():
   trained.assign_weights_to(model)
   np.testing.assert_allclose(logits[0][1], model(x).numpy(), rtol=1e-4, atol=1e-4)
   # In this process (the tf runtime's probes), the same logits.
-  in_process = probe.build_probe(helpers.linear_model, data[0].element_spec,
+  in_process = probe.build_probe(helpers.linear_model, spec,
                                  fedln._before_and_after_training(setup, program),  # pylint: disable=protected-access
                                  in_process=True)
-  for (g, local), (g_here, local_here) in zip(logits, in_process(weights, data)):
+  for (g, local), (g_here, local_here) in zip(logits, in_process(weights, datasets)):
     np.testing.assert_allclose(g_here, g, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(local_here, local, rtol=1e-5, atol=1e-5)
 

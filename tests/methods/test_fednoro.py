@@ -162,7 +162,7 @@ def test_a_noisy_client_distils_from_the_received_model_and_a_clean_one_does_not
       (0, lambda z: ld_tf.logit_adjusted_cross_entropy(y, z, log_prior))):
     state = program.initial_state(y)
     state['noisy'] = np.int32(noisy)
-    out = process.next(start, [helpers.client_dataset(x, y)], [state])
+    out = process.next(start, [helpers.client_data(x, y)], [state])
     for got, want in zip(process.get_model_weights(out.state).trainable,
                          _sgd_step(received, x, loss_fn)):
       np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

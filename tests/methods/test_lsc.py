@@ -1,11 +1,11 @@
 """LSC wiring: the client parts' process and step, the embeddings a run hands its clients."""
-import collections
 import types
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+import helpers
 import models
 from tff_noisy import config as config_lib
 from tff_noisy.methods import lsc as lsc_params
@@ -41,18 +41,16 @@ def _client(seed, n):
           rng.normal(size=(n, _EMBEDDING)).astype(np.float32))
 
 
-def _dataset(x, y, embedding=None, batch_size=16):
-  features = collections.OrderedDict(x=x, y=y.astype(np.int64),
-                                     index=np.arange(len(y), dtype=np.int64))
-  if embedding is not None:
-    features['embedding'] = embedding
-  return tf.data.Dataset.from_tensor_slices(features).batch(batch_size)
+def _client_data(x, y, embedding=None, batch_size=16):
+  extra = {} if embedding is None else {'embedding': embedding}
+  return helpers.client_data(x, y, batch_size, **extra)
 
 
 def _process(lam, lr=0.5):
   x, y, e = _client(0, 4)
   return process_lib.build_process(
-      _model_fn, _dataset(x, y, e).element_spec, tff.learning.optimizers.build_sgdm(lr),
+      _model_fn, _client_data(x, y, e).dataset().element_spec,
+      tff.learning.optimizers.build_sgdm(lr),
       program=ClientProgram([CrossEntropy(), KSimilarity(k=2, temperature=0.3, weight=lam)]))
 
 
@@ -63,7 +61,8 @@ def lsc_process():
 
 @pytest.fixture(scope='module')
 def fedavg_process():
-  return process_lib.build_process(_model_fn, _dataset(*_client(0, 4)[:2]).element_spec,
+  spec = _client_data(*_client(0, 4)[:2]).dataset().element_spec
+  return process_lib.build_process(_model_fn, spec,
                                    tff.learning.optimizers.build_sgdm(0.5))
 
 
@@ -74,10 +73,10 @@ def _initial_state(process, model):
 def test_type_signature_takes_the_embeddings_and_returns_fedavgs_update(lsc_process,
                                                                        fedavg_process):
   signature = lsc_process.train.type_signature
-  element = signature.parameter[2].member.element
-  assert str(element.embedding) == f'float32[?,{_EMBEDDING}]'
-  assert str(element) == ('<x=float32[?,4],y=int64[?],index=int64[?],'
-                          f'embedding=float32[?,{_EMBEDDING}]>')
+  features = signature.parameter[2].member.features  # Each client's examples.
+  assert str(features.embedding) == f'float32[?,{_EMBEDDING}]'
+  assert str(features) == ('<x=float32[?,4],y=int64[?],index=int64[?],'
+                           f'embedding=float32[?,{_EMBEDDING}]>')
   results, metrics, states = signature.result
   assert results.placement is tff.CLIENTS and metrics.placement is tff.SERVER
   assert str(states.member) == '<>'  # No client state.
@@ -89,7 +88,7 @@ def test_one_step_equals_ce_plus_lambda_times_the_numpy_term(lsc_process):
   tf.keras.utils.set_random_seed(0)
   model = _model_fn()
   x, y, e = _client(1, 10)
-  out = lsc_process.next(_initial_state(lsc_process, model), [_dataset(x, y, e)], [()])
+  out = lsc_process.next(_initial_state(lsc_process, model), [_client_data(x, y, e)], [()])
   features_of = models.features_and_logits(model)
   features, logits = (t.numpy() for t in features_of(x))
   per_example = (losses.cross_entropy(y, logits).numpy()
@@ -116,10 +115,10 @@ def test_the_term_changes_the_update_and_lambda_zero_is_fedavg(lsc_process, feda
   zero = _process(lam=0.0)
   weights = lambda p, data: [w for w in p.get_model_weights(p.next(
       _initial_state(p, model), [data], [()]).state).trainable]
-  reference = weights(fedavg_process, _dataset(x, y))
-  for a, b in zip(weights(zero, _dataset(x, y, e)), reference):
+  reference = weights(fedavg_process, _client_data(x, y))
+  for a, b in zip(weights(zero, _client_data(x, y, e)), reference):
     np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
-  contrasted = weights(lsc_process, _dataset(x, y, e))
+  contrasted = weights(lsc_process, _client_data(x, y, e))
   assert max(np.abs(a - b).max() for a, b in zip(contrasted, reference)) > 1e-3
 
 

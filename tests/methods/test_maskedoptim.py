@@ -75,7 +75,7 @@ def test_clean_client_trains_on_the_logit_adjusted_loss_and_keeps_its_labels(pap
   model = helpers.linear_model()
   x, y = _client(1, 12)
   state = paper.program.initial_state(y)
-  out = paper.next(_start(paper, model), [helpers.client_dataset(x, y)], [state])
+  out = paper.next(_start(paper, model), [helpers.client_data(x, y)], [state])
   prior = ld.class_prior(y, _CLASSES)
   expected = _sgd_step(model, x, lambda z: ld_tf.logit_adjusted_cross_entropy(
       y, z, tf.math.log(tf.constant(prior, tf.float32))))
@@ -93,7 +93,7 @@ def test_noisy_client_corrects_its_labels_and_they_persist(paper):
   state = paper.program.initial_state(y)
   state['noisy'] = np.int32(1)
   received = model.get_weights()
-  out = paper.next(_start(paper, model), [helpers.client_dataset(x, y)], [state])
+  out = paper.next(_start(paper, model), [helpers.client_data(x, y)], [state])
   # Network: one step on the label-distribution loss, then the pre-merge with ζ.
   rows = state['label_logits']
   trained = _sgd_step(model, x, lambda z: ld_tf.label_distribution_loss(
@@ -113,7 +113,7 @@ def test_noisy_client_corrects_its_labels_and_they_persist(paper):
   assert not np.allclose(first['label_logits'], rows)  # They moved.
   assert out.metrics['client_work']['train']['objective']['noisy_client'] == 1.0
   # Round 2 from the returned logits: its step starts there, not at K·onehot.
-  out2 = paper.next(out.state, [helpers.client_dataset(x, y)], [first])
+  out2 = paper.next(out.state, [helpers.client_data(x, y)], [first])
   global_weights = list(paper.get_model_weights(out.state).trainable)
   stepped2 = ld.update_label_logits(first['label_logits'], ld.label_logits_gradient(
       _logits(global_weights, x), first['label_logits'], y, alpha=0.5, tau=0.8),
@@ -137,7 +137,7 @@ def test_code_variant_without_mask():
   model = helpers.linear_model()
   state = program.initial_state(y)
   state['noisy'] = np.int32(1)
-  out = process.next(_start(process, model), [helpers.client_dataset(x, y)], [state])
+  out = process.next(_start(process, model), [helpers.client_data(x, y)], [state])
   kwargs = dict(alpha=0.5, beta=0.1, mask=False, variant='code')
   trained = _sgd_step(model, x, lambda z: ld_tf.label_distribution_loss(
       y, z, tf.constant(state['label_logits']), **kwargs))

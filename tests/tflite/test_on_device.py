@@ -11,6 +11,7 @@ from sklearn import datasets as sk_datasets
 
 import models
 from tff_noisy.config import ConfigError
+from tff_noisy.federated import client_data as client_data_lib
 from tff_noisy.federated import client_work
 from tff_noisy.federated import process as process_lib
 from tff_noisy.methods.fedefc import parts as forward_correction
@@ -100,8 +101,9 @@ def _parity(model_fn, clients, optimizer, objective=None, *, epochs=1, weight_de
   """One round of each ``(x, y)`` client in TFLite and in the TFF client work."""
   tflite_bytes, model = _convert(model_fn, objective, optimizer, local_epochs=epochs,
                                  weight_decay=weight_decay)
-  datasets = [driver.client_dataset(x, y, batch_size, seed) for seed, (x, y)
-              in enumerate(clients)]
+  client_data = [client_data_lib.make_client_data(x, y, batch_size, seed)
+                 for seed, (x, y) in enumerate(clients)]
+  datasets = [c.dataset() for c in client_data]
   process = process_lib.build_process(
       model_fn, datasets[0].element_spec, optimizer, program=objective,
       local_epochs=epochs, weight_decay=weight_decay)
@@ -109,7 +111,7 @@ def _parity(model_fn, clients, optimizer, objective=None, *, epochs=1, weight_de
       trainable=[v.numpy() for v in model.trainable_variables],
       non_trainable=[v.numpy() for v in model.non_trainable_variables])
   hparams = process.get_hparams(process.initialize())
-  results, _, _ = process.train(weights, hparams, datasets, [()] * len(datasets))
+  results, _, _ = process.train_clients(weights, hparams, client_data, [()] * len(datasets))
   client = device_client.DeviceClient(tflite_bytes)
   errors, variable_errors = [], []
   for dataset, result, (x, _) in zip(datasets, results, clients):

@@ -33,6 +33,7 @@ import numpy as np
 import tensorflow as tf
 
 import models
+from tff_noisy.federated import client_data as client_data_lib
 from tff_noisy.federated import client_step
 from tff_noisy.federated.aggregators import common as aggregator_common
 from tff_noisy.federated.client_parts import ClientContext, ClientProgram
@@ -242,9 +243,12 @@ def build_client_update(model_fn: Callable[[], tf.keras.Model], element_spec, op
                         weight_decay: float = 0.0, faults: bool = False):
   """The TFF computation of one client's round.
 
-  ``(weights, dataset, state, hparams) -> <ClientResult, metrics, state>``; ``metrics``
-  are sums over clients (``finalize_client_metrics`` turns them into means). With
-  ``faults``, a fifth argument: the client's fault (``ops.faults_tf.FAULT_SPEC``).
+  ``(weights, data, state, hparams) -> <ClientResult, metrics, state>``; ``data`` is a
+  ``ClientData.pipeline_input()`` (the client's arrays, seed pair, shuffle buffer and batch
+  size), from which the computation builds the client's dataset in its own graph
+  (``client_data.batched_pipeline``: the batches ``ClientData.dataset()`` yields).
+  ``metrics`` are sums over clients (``finalize_client_metrics`` turns them into means).
+  With ``faults``, a fifth argument: the client's fault (``ops.faults_tf.FAULT_SPEC``).
 
   Args:
     model_fn: No-arg callable returning a new, uncompiled Keras model (logits out).
@@ -256,23 +260,24 @@ def build_client_update(model_fn: Callable[[], tf.keras.Model], element_spec, op
     faults: Whether the computation takes each client's simulated fault.
   """
   types = (weights_type_of(model_fn),
-           tff.SequenceType(tff.types.tensorflow_to_type(element_spec)),
+           tff.types.tensorflow_to_type(client_data_lib.pipeline_input_spec(element_spec)),
            state_type_of(program), hparams_type_of(program))
 
-  def train(*args):
+  def train(initial_weights, data, *rest):
+    dataset = client_data_lib.batched_pipeline(**data)
     return build_local_training(model_fn(), optimizer, program, local_epochs,
-                                weight_decay, model_fn)(*args)
+                                weight_decay, model_fn)(initial_weights, dataset, *rest)
 
   if faults:
     @tff.tensorflow.computation(*types, tff.types.tensorflow_to_type(faults_tf.FAULT_SPEC))
-    def faulty_client_update(initial_weights, dataset, state, hparams, fault):
-      return train(initial_weights, dataset, state, hparams, fault)
+    def faulty_client_update(initial_weights, data, state, hparams, fault):
+      return train(initial_weights, data, state, hparams, fault)
 
     return faulty_client_update
 
   @tff.tensorflow.computation(*types)
-  def client_update(initial_weights, dataset, state, hparams):
-    return train(initial_weights, dataset, state, hparams)
+  def client_update(initial_weights, data, state, hparams):
+    return train(initial_weights, data, state, hparams)
 
   return client_update
 

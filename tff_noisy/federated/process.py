@@ -138,7 +138,8 @@ class FederatedProcess:
            aggregation_weights: Optional[Callable] = None) -> RoundOutput:
     """One round on the participating clients' data, states and faults (same order).
 
-    ``client_data``: ``ClientData`` or ``tf.data`` datasets. ``aggregation_weights``:
+    ``client_data``: ``ClientData`` (or, for a client runtime in this process, ``tf.data``
+    datasets). ``aggregation_weights``:
     a server step between training and aggregation (FedDS's Dawid-Skene weights),
     ``(client results, global weights) -> (update weights, diagnostics)``; without it,
     each client's own update weight. With TFF's client work and no such step the round
@@ -150,9 +151,9 @@ class FederatedProcess:
     TFF's worker.
     """
     if self.clients is None and aggregation_weights is None:
-      datasets = [client_data_lib.as_dataset(c) for c in client_data]
       new_state, metrics, client_states = self._next(
-          state.learning_state(), datasets, client_states, *self._faults(faults))
+          state.learning_state(), _pipeline_inputs(client_data), client_states,
+          *self._faults(faults))
       return RoundOutput(ServerState(*new_state, controller=state.controller), metrics,
                          client_states)
     weights = self.get_model_weights(state)
@@ -189,9 +190,8 @@ class FederatedProcess:
   def _train(self, weights, hparams, client_data, client_states, faults) -> tuple:
     """``train_clients`` plus what the client runtime reports of the round."""
     if self.clients is None:
-      datasets = [client_data_lib.as_dataset(c) for c in client_data]
-      return (*self.train(weights, hparams, datasets, client_states, *self._faults(faults)),
-              {})
+      return (*self.train(weights, hparams, _pipeline_inputs(client_data), client_states,
+                          *self._faults(faults)), {})
     self._faults(faults)  # The same checks.
     return self.clients.train(weights, hparams, client_data, client_states, faults)
 
@@ -221,6 +221,15 @@ class FederatedProcess:
     dtypes and shapes."""
     return state._replace(controller=_same_names_and_dtypes(
         controller, self.controller, "the method's controller"))
+
+
+def _pipeline_inputs(client_data) -> list:
+  """Each ``ClientData``'s ``pipeline_input()``: what TFF's client work takes."""
+  for client in client_data:
+    if not isinstance(client, client_data_lib.ClientData):
+      raise TypeError("TFF's client work takes each client's ClientData "
+                      f'(client_data.make_client_data), not {type(client).__name__}')
+  return [client.pipeline_input() for client in client_data]
 
 
 def _same_names_and_dtypes(values: Mapping, expected: Mapping,
