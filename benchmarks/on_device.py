@@ -38,8 +38,8 @@ import numpy as np  # pylint: disable=g-import-not-at-top
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
 import models  # pylint: disable=g-import-not-at-top
+from tff_noisy.federated import client_data as client_data_lib  # pylint: disable=g-import-not-at-top
 from tff_noisy.federated import process as process_lib  # pylint: disable=g-import-not-at-top
-from tff_noisy.simulation import driver  # pylint: disable=g-import-not-at-top
 from tff_noisy.tff_runtime import import_tff  # pylint: disable=g-import-not-at-top
 from tflite_export import device_client  # pylint: disable=g-import-not-at-top
 from tflite_export import training  # pylint: disable=g-import-not-at-top
@@ -100,7 +100,8 @@ def measure(label: str) -> dict:
   convert_s = time.perf_counter() - began
   runtime = training.runtime_requirement(tflite_bytes)
   x, y = _inputs(shape, _EXAMPLES)
-  dataset = driver.client_dataset(x, y, _BATCH, 0)
+  client_data = client_data_lib.make_client_data(x, y, _BATCH, 0)
+  dataset = client_data.dataset()
   weights = tff.learning.models.ModelWeights(
       trainable=[v.numpy() for v in model.trainable_variables],
       non_trainable=[v.numpy() for v in model.non_trainable_variables])
@@ -123,12 +124,12 @@ def measure(label: str) -> dict:
   process = process_lib.build_process(model_fn, dataset.element_spec, optimizer)
   hparams = process.get_hparams(process.initialize())
   began = time.perf_counter()
-  results, _, _ = process.train(weights, hparams, [dataset], [()])
+  results, _, _ = process.train_clients(weights, hparams, [client_data], [()])
   tff_first = time.perf_counter() - began
   tff_s = []
   for _ in range(3):
     began = time.perf_counter()
-    results, _, _ = process.train(weights, hparams, [dataset], [()])
+    results, _, _ = process.train_clients(weights, hparams, [client_data], [()])
     tff_s.append(time.perf_counter() - began)
   reference = list(results[0].update.trainable) + list(results[0].update.non_trainable)
   record = {
