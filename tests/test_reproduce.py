@@ -212,6 +212,31 @@ def test_fedln_baselines_take_the_official_code_parameters():
   assert params['fedavg'] == {} and params['fedln_nafedavg']['nu'] == 75
 
 
+def test_fedln_s_centralized_row_is_fedavg_on_one_client_holding_all_data_all_noisy(
+    monkeypatch):
+  """Table 1's "Centralized": one model trained on all the data with every label noisy,
+  i.e. FedAvg with a single client that holds every example, is noisy and takes part in
+  every round; the table's rounds, epochs and noise otherwise, as FedAvg's."""
+  monkeypatch.setattr(reproduce, '_check_dataset_present', lambda config: None)
+  for table_id, fmnist_cell in (('table1_fmnist', 63.87), ('table1_cifar10', 58.83)):
+    table = reproduce.table_of('fedln', table_id)
+    assert table.methods['centralized'] == 'Centralized'
+    assert table.paper_numbers['nl0.7_ns0.0']['centralized'] == fmnist_cell
+    for scale in table.scales:
+      plan = reproduce.plan(table, scale, methods=['fedavg', 'centralized'])
+      runs = studies.plan_grid(plan.config_path, plan.overrides, plan.methods,
+                               plan.settings, plan.seeds[:1], plan.method_overrides)
+      for setting in plan.settings:
+        by_name = {r.name: r.config for r in runs if r.path.startswith(setting.name + "/")}
+        central, fedavg = by_name['centralized'], by_name['fedavg']
+        assert (central.method.name, central.method.params) == ('fedavg', {})
+        assert (central.partition.num_clients, central.clients_per_round()) == (1, 1)
+        assert central.noise.noisy_fraction == 1.0 and fedavg.noise.noisy_fraction == 0.8
+        assert (central.noise.name, central.noise.level, central.fl.rounds,
+                central.fl.local_epochs) == (fedavg.noise.name, fedavg.noise.level,
+                                             fedavg.fl.rounds, fedavg.fl.local_epochs)
+
+
 def test_maskedoptim_aggregates_as_its_paper_and_its_baselines_with_the_mean():
   plan = reproduce.plan(reproduce.table_of('maskedoptim', 'table3_cifar10'), 'cpu')
   runs = studies.plan_grid(plan.config_path, plan.overrides, plan.methods, plan.settings,
@@ -269,6 +294,7 @@ _CPU_METHODS = {
 }
 # The baselines' rows run at the cpu scale so far (their cells join the reports above).
 _CPU_BASELINES = {('fedefc', 'table2_mnist'): ['fedcorr', 'ditto', 'feddyn'],
+                  ('fedln', 'table1_fmnist'): ['centralized'],
                   ('lsc', 'table2_cifar10'): ['logitclip', 'fednoro', 'fedcorr', 'fedln_akd'],
                   ('fedds', 'table4_mnist'): ['scaffold', 'fedds_scaffold', 'moon', 'fedds_moon'],
                   ('maskedoptim', 'table3_cifar10'): [
