@@ -80,6 +80,21 @@ def test_federated_data_checks_labels_against_num_classes_and_truth():
     tff_noisy.federated_data(_clients(), test=(np.zeros((3, 5)), [0, 1, 2]))
 
 
+def test_federated_data_checks_the_public_sets_labels():
+  public_x = np.zeros((4, 6))
+  with pytest.raises(ValueError, match='public_y: labels of the public set need its inputs'):
+    tff_noisy.federated_data(_clients(), public_y=[0, 1, 2, 0])
+  with pytest.raises(ValueError, match='public_y: 3 labels for 4 public_x inputs'):
+    tff_noisy.federated_data(_clients(), public_x=public_x, public_y=[0, 1, 2])
+  with pytest.raises(ValueError, match=r'public_y: labels must be in \[0, num_classes=3\)'):
+    tff_noisy.federated_data(_clients(), num_classes=3, public_x=public_x,
+                             public_y=[0, 1, 2, 3])
+  labelled = tff_noisy.federated_data(_clients(), public_x=public_x, public_y=[0, 1, 2, 0])
+  unlabelled = tff_noisy.federated_data(_clients(), public_x=public_x)
+  assert labelled.y_public.tolist() == [0, 1, 2, 0] and unlabelled.y_public is None
+  assert labelled.config_hash != unlabelled.config_hash
+
+
 @pytest.mark.parametrize('labels, num_classes, match', [
     ([0, -1, 2], None, r"clients\['a'\] labels: labels must be in \[0, 10,000\), got -1..2"),
     ([0, 10**12], None, r"clients\['a'\] labels: labels must be in \[0, 10,000\), got "
@@ -179,7 +194,7 @@ def test_build_refuses_wrong_arguments_before_tff_sees_them():
                                         r'the model takes inputs of shape \(5,\)'):
     tff_noisy.build('fedavg', model_fn=lambda: tf.keras.Sequential(
         [tf.keras.Input((5,)), tf.keras.layers.Dense(3)]), data=data, rounds=2)
-  with pytest.raises(ConfigError, match='data: method .fedds. needs an unlabelled public set'):
+  with pytest.raises(ConfigError, match='data: method .fedds. needs a public set on the server'):
     tff_noisy.build('fedds', model_fn=_model_fn, data=data, rounds=2)
 
 

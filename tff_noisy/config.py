@@ -33,7 +33,7 @@ class DataConfig:
   num_classes: Optional[int] = described(None, "Optional check against the dataset's classes.")
   train_subset: Optional[int] = described(None, 'Class-balanced training subset size (None: all).')
   test_subset: Optional[int] = described(None, 'First N test examples (None: all).')
-  public_fraction: float = described(0.0, 'Stratified, unlabelled public split (FedDS).')
+  public_fraction: float = described(0.0, 'Stratified public split on the server (FedDS, FOCUS).')
   cache_dir: Optional[str] = described(None, 'Default: $TFF_NOISY_CACHE or ~/.cache/tff-noisy.')
 
 

@@ -60,8 +60,8 @@ def test_layout_public_split_and_noise(fake, tmp_cache):
   clients = np.concatenate([_index(fd.x[c]) for c in fd.client_ids])
   # Disjoint, and together every training sample.
   np.testing.assert_array_equal(np.sort(np.concatenate([public, clients])), np.arange(950))
-  np.testing.assert_array_equal(fd.y_public_true, fake.y_train[public])
-  np.testing.assert_array_equal(np.bincount(fd.y_public_true), np.round(0.2 * CLASS_SIZES))
+  np.testing.assert_array_equal(fd.y_public, fake.y_train[public])
+  np.testing.assert_array_equal(np.bincount(fd.y_public), np.round(0.2 * CLASS_SIZES))
   for m, cid in enumerate(fd.client_ids):
     x, y = fd.client(cid)
     np.testing.assert_array_equal(fd.y_true[cid], fake.y_train[_index(x)])
@@ -81,7 +81,7 @@ def test_train_and_test_subsets(fake, tmp_cache):
   y_true = np.concatenate(list(fd.y_true.values()))
   assert len(y_true) == 305 and set(np.bincount(y_true)) == {30, 31}
   np.testing.assert_array_equal(fd.y_test, fake.y_test[:17])
-  assert fd.x_public is None and fd.y_public_true is None
+  assert fd.x_public is None and fd.y_public is None
 
 
 def test_same_config_gives_identical_arrays_fresh_or_cached(fake, tmp_path, monkeypatch):
@@ -116,7 +116,7 @@ def test_same_config_gives_identical_arrays_fresh_or_cached(fake, tmp_path, monk
                                    'public_fraction': 0.1}, **sections)
   assert reseeded.data_hash() != first.data_hash()
   changed = federated.build_federated_data(reseeded)
-  assert not np.array_equal(changed.y_public_true, fresh.y_public_true)
+  assert not np.array_equal(changed.y_public, fresh.y_public)
 
 
 def test_cache_dir_precedence(tmp_path, monkeypatch):

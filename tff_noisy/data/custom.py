@@ -69,7 +69,7 @@ def check_num_classes(num_classes) -> None:
 
 
 def from_arrays(clients: Mapping[str, tuple], *, test: Optional[tuple] = None,
-                num_classes: Optional[int] = None, public_x=None,
+                num_classes: Optional[int] = None, public_x=None, public_y=None,
                 true_labels: Optional[Mapping[str, np.ndarray]] = None,
                 class_names: Optional[list] = None,
                 name: str = CUSTOM) -> federated_lib.FederatedData:
@@ -80,7 +80,9 @@ def from_arrays(clients: Mapping[str, tuple], *, test: Optional[tuple] = None,
       the clients' order).
     test: ``(inputs, labels)`` the global model is evaluated on; None: no evaluation.
     num_classes: C, at most MAX_CLASSES; default: one more than the largest label seen.
-    public_x: unlabelled inputs on the server (FedDS's public set).
+    public_x: inputs on the server (FedDS's unlabelled public set).
+    public_y: their clean labels, for a method that assumes a clean labelled server set
+      (FOCUS); needs ``public_x``.
     true_labels: ``{client id: labels}`` when the clients' labels are known to be noisy
       and their truth is known (simulation): methods' estimates are scored against them.
     class_names: C names for reports; default ``'0'``..``'C-1'``.
@@ -131,6 +133,13 @@ def from_arrays(clients: Mapping[str, tuple], *, test: Optional[tuple] = None,
     if public_x.shape[1:] != input_shape:
       raise ValueError(f'public_x: expected inputs of shape {input_shape} per example, '
                        f'got {public_x.shape[1:]}')
+  if public_y is not None:
+    if public_x is None:
+      raise ValueError('public_y: labels of the public set need its inputs, public_x')
+    public_y = labels(public_y, 'public_y', num_classes)
+    if len(public_y) != len(public_x):
+      raise ValueError(f'public_y: {len(public_y)} labels for {len(public_x)} public_x '
+                       'inputs')
   y_true = None
   if true_labels is not None:
     if not isinstance(true_labels, Mapping) or set(true_labels) != set(x):
@@ -147,7 +156,8 @@ def from_arrays(clients: Mapping[str, tuple], *, test: Optional[tuple] = None,
       dataset_name=str(name), num_classes=num_classes, input_shape=tuple(input_shape),
       class_names=list(class_names or map(str, range(num_classes))), config_hash='',
       client_ids=list(x), x=x, y=y, y_true=y_true, noise_rates=None,
-      transition_matrices=None, x_test=x_test, y_test=y_test, x_public=public_x)
+      transition_matrices=None, x_test=x_test, y_test=y_test, x_public=public_x,
+      y_public=public_y)
   if y_true is not None:
     data = _with_truth(data, y_true)
   data.config_hash = _digest(data)
@@ -217,6 +227,8 @@ def _digest(data, extra: Optional[dict] = None) -> str:
       arrays.append(data.y_true[cid])
   if data.x_public is not None:
     arrays.append(data.x_public)
+  if data.y_public is not None:
+    arrays.append(data.y_public)
   for array in arrays:
     digest.update(str((array.dtype.str, array.shape)).encode())
     digest.update(np.ascontiguousarray(array).reshape(-1).view(np.uint8))

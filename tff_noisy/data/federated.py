@@ -37,9 +37,12 @@ _SUBSET, _PUBLIC = 5, 6  # Random streams (see partition.generator).
 class FederatedData:
   """Client data of one build; per-client dicts are keyed by client id, in client order.
 
-  ``y_true``, ``y_public_true``, ``noise_rates`` and ``transition_matrices`` are
-  simulation truth, for evaluation only: never pass them to a method. They are None for
-  data from the user whose truth is unknown (``data.custom``).
+  ``y_true``, ``noise_rates`` and ``transition_matrices`` are simulation truth, for
+  evaluation only: never pass them to a method. They are None for data from the user
+  whose truth is unknown (``data.custom``). ``x_public`` is the server's public split;
+  ``y_public`` its labels, clean (the dataset's own), which only a method that assumes a
+  clean labelled server set reads (``MethodSpec.needs_public_labels``: FOCUS); FedDS's
+  public set is unlabelled.
   """
   dataset_name: str
   num_classes: int
@@ -54,8 +57,8 @@ class FederatedData:
   transition_matrices: Optional[np.ndarray]  # [M, C, C] empirical, noise.transition_matrix.
   x_test: np.ndarray
   y_test: np.ndarray
-  x_public: Optional[np.ndarray] = None  # Unlabelled public split (data.public_fraction).
-  y_public_true: Optional[np.ndarray] = None
+  x_public: Optional[np.ndarray] = None  # The server's public split (data.public_fraction).
+  y_public: Optional[np.ndarray] = None  # Its clean labels (see above).
 
   def client(self, cid: str) -> tuple:
     """Returns a client's (inputs, observed labels)."""
@@ -322,7 +325,7 @@ def _from_arrays(arrays: dict) -> FederatedData:
       x_test=arrays['x_test'],
       y_test=arrays['y_test'],
       x_public=arrays.get('x_public'),
-      y_public_true=arrays.get('y_public_true'),
+      y_public=arrays.get('y_public_true'),
   )
 
 

@@ -139,14 +139,18 @@ def validate(config, custom_data=None) -> Params:
 
   ``custom_data``: the user's own federated data (``data.dataset: custom``)."""
   params = resolve_params(config.method.name, config.method.params, config.fl.rounds)
-  if METHODS[config.method.name].needs_public_split and custom_data is not None:
+  spec = METHODS[config.method.name]
+  if spec.needs_public_split and custom_data is not None:
     if custom_data.x_public is None or not len(custom_data.x_public):
-      raise ConfigError(f"data: method '{config.method.name}' needs an unlabelled public "
-                        'set on the server; pass public_x to tff_noisy.federated_data')
-  elif METHODS[config.method.name].needs_public_split and config.data.public_fraction <= 0:
-    raise ConfigError(f"data.public_fraction: method '{config.method.name}' needs an "
-                      'unlabelled public split; set it in (0, 1), e.g. 0.1 as in the paper')
-  off_device = METHODS[config.method.name].off_device
+      raise ConfigError(f"data: method '{config.method.name}' needs a public set on the "
+                        'server; pass public_x to tff_noisy.federated_data')
+    if spec.needs_public_labels and custom_data.y_public is None:
+      raise ConfigError(f"data: method '{config.method.name}' needs the public set's clean "
+                        'labels on the server; pass public_y to tff_noisy.federated_data')
+  elif spec.needs_public_split and config.data.public_fraction <= 0:
+    raise ConfigError(f"data.public_fraction: method '{config.method.name}' needs a public "
+                      'split on the server; set it in (0, 1), e.g. 0.1 as in FedDS\'s paper')
+  off_device = spec.off_device
   if config.fl.client_runtime == 'tflite' and off_device:
     raise ConfigError(f"fl.client_runtime: tflite, but method '{config.method.name}' "
                       f'cannot train on devices: {off_device}; {device_support()}')

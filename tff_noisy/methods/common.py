@@ -15,6 +15,9 @@ class MethodSpec(registry.Entry):
   which returns its ``methods.recipe.Recipe`` ('module:function', imported when it is
   built, or the function itself for a method registered from outside this package)."""
   needs_public_split: bool = False
+  # Whether it reads the public split's labels (``FederatedData.y_public``), assuming the
+  # server's public set is clean and labelled (FOCUS); needs_public_split too.
+  needs_public_labels: bool = False
   # Why its clients cannot train on devices (fl.client_runtime: tflite); '' if they can.
   off_device: str = ''
   # How its diagnostics appear in ``tff-noisy report`` (``reporting.Section`` objects).
@@ -23,8 +26,9 @@ class MethodSpec(registry.Entry):
   display: str = ''
 
   def listing(self) -> str:
-    return self.summary + (' (needs data.public_fraction > 0)' if self.needs_public_split
-                           else '')
+    needs = ' (needs data.public_fraction > 0, its labels clean)' if (
+        self.needs_public_labels) else ' (needs data.public_fraction > 0)'
+    return self.summary + (needs if self.needs_public_split else '')
 
 
 def display_name(name: str) -> str:
