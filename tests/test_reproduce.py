@@ -285,6 +285,7 @@ def test_maskedoptim_s_robust_aggregator_rows_are_fedavg_with_kappa_0_3(monkeypa
 # so a --resume of those grids keeps every finished cell.
 _CPU_METHODS = {
     ('fedds', 'table4_mnist'): ['fedavg', 'fedds', 'fedprox', 'fedds_fedprox'],
+    ('fedds', 'table5_mnist'): ['fedavg', 'fedds'],  # Table 4's cells (test below).
     ('fedefc', 'table2_mnist'): ['fedavg', 'fedprox', 'confident_learning',
                                  'forward_correction', 'fedefc'],
     ('fedln', 'table1_fmnist'): ['fedavg', 'label_smoothing', 'bi_tempered',
@@ -295,6 +296,7 @@ _CPU_METHODS = {
 # The baselines' rows run at the cpu scale so far (their cells join the reports above).
 _CPU_BASELINES = {('fedefc', 'table2_mnist'): ['fedcorr', 'ditto', 'feddyn'],
                   ('fedln', 'table1_fmnist'): ['centralized'],
+                  ('fedds', 'table5_mnist'): ['focus'],
                   ('lsc', 'table2_cifar10'): ['logitclip', 'fednoro', 'fedcorr', 'fedln_akd'],
                   ('fedds', 'table4_mnist'): ['scaffold', 'fedds_scaffold', 'moon', 'fedds_moon'],
                   ('maskedoptim', 'table3_cifar10'): [
@@ -311,6 +313,25 @@ def test_the_cpu_scales_run_the_methods_of_their_committed_reports_and_the_new_r
     methods = table.scales['cpu'].methods
     assert sorted(methods) == sorted(_CPU_METHODS[key] + _CPU_BASELINES.get(key, [])), key
     assert set(methods) <= set(table.methods), key
+
+
+def test_fedds_table5_cpu_cells_of_fedavg_and_fedds_are_table4s(monkeypatch):
+  """Table 5's cpu scale runs Table 4's FedAvg and FedDS cells with the same configs, so
+  a copy of Table 4's report resumes with only FOCUS's cells to run."""
+  monkeypatch.setattr(reproduce, '_check_dataset_present', lambda config: None)
+
+  def cells(table_id):
+    plan = reproduce.plan(reproduce.table_of('fedds', table_id), 'cpu',
+                          methods=['fedavg', 'fedds'])
+    runs = studies.plan_grid(plan.config_path, plan.overrides, plan.methods, plan.settings,
+                             plan.seeds, plan.method_overrides)
+    return {r.path: r.config for r in runs}
+
+  table4, table5 = cells('table4_mnist'), cells('table5_mnist')
+  assert len(table5) == 18 and table5 == {path: table4[path] for path in table5}
+  table = reproduce.table_of('fedds', 'table5_mnist')
+  assert table.methods['focus'] == 'FOCUS [13]'
+  assert table.paper_numbers['iid']['focus'] == 96.24
 
 
 def test_feddiv_is_an_extra_row_without_a_paper_number_and_its_codes_warm_up():

@@ -42,6 +42,7 @@ from tff_noisy.methods import fedlsr
 from tff_noisy.methods import fedrg
 from tff_noisy.methods import fednoro
 from tff_noisy.methods import fedrn
+from tff_noisy.methods import focus
 from tff_noisy.methods import joint_optim
 from tff_noisy.methods import logitclip
 from tff_noisy.methods import lsc
@@ -67,6 +68,7 @@ METHODS = registry.Registry('method.name', 'method', {
     'fedds_scaffold': combined.FEDDS_SCAFFOLD,
     **moon.SPECS,
     'fedds_moon': combined.FEDDS_MOON,
+    **focus.SPECS,
     **feddyn.SPECS,
     **ditto.SPECS,
     **fedexp.SPECS,

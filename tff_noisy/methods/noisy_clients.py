@@ -3,7 +3,9 @@
 clients whose labels are noisy, ``LabelEstimates`` the labels a method estimates on the
 flagged clients against the true ones, ``DaAggWeights`` the share of a round's DaAgg
 weight on truly noisy clients (FedNoRo, FedELC), and ``DetectionSection`` is their
-section of ``tff-noisy report``."""
+section of ``tff-noisy report``. ``ClientScores`` and ``ClientScoreSection`` are the
+record and report section of a per-client reliability a server estimates for its
+weights (FedDS's Dawid-Skene reliabilities, FOCUS's credibilities)."""
 
 from typing import Dict
 
@@ -125,3 +127,53 @@ class DetectionSection(reporting.Section):
 
 
 SECTIONS = (DetectionSection(),)
+
+
+class ClientScores(diagnostics.Diagnostic):
+  """``{client id: score}`` under ``key``, a higher score for a more reliable client, and
+  under ``correlation_key`` their Pearson r with 1 - the true noise rate (absent for
+  fewer than two clients): a reliable client has a low noise rate."""
+
+  def __init__(self, key: str, correlation_key: str, scores: Dict[str, float]):
+    self.key = key
+    self.correlation_key = correlation_key
+    self.scores = scores
+
+  def unscored(self):
+    return {self.key: self.scores}
+
+  def scored(self, truth):
+    entries = self.unscored()
+    r = diagnostics.correlation(
+        self.scores, {cid: 1.0 - rate for cid, rate in truth.noise_rates.items()})
+    if r is not None:
+      entries[self.correlation_key] = r
+    return entries
+
+
+class ClientScoreSection(reporting.Section):
+  """The report's scatter of a ``ClientScores`` record (``key``, ``correlation_key``;
+  ``what`` names the score) and of the weights it gave (``weights_key``), per client,
+  against the true noise rates."""
+
+  def __init__(self, key: str, correlation_key: str, weights_key: str, what: str):
+    self.key = key
+    self.correlation_key = correlation_key
+    self.weights_key = weights_key
+    self.what = what
+    self.round_keys = (key, correlation_key, weights_key)
+
+  def estimates(self, results):
+    records = results.get('rounds', [])
+    found = []
+    with_scores = [r for r in records if r.get(self.key)]
+    if with_scores:
+      recorded = [r[self.correlation_key] for r in with_scores
+                  if r.get(self.correlation_key) is not None]
+      found.append(reporting.Estimate(
+          self.key, self.what, f'mean over the {len(with_scores)} rounds that estimated it',
+          reporting.client_values(with_scores, self.key),
+          ("the run's own r with 1 - noise rate (mean over rounds)",
+           float(np.mean(recorded))) if recorded else None))
+    return found + reporting.weights_estimate(
+        [r[self.weights_key] for r in records if r.get(self.weights_key)])

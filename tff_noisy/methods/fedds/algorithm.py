@@ -23,8 +23,8 @@ import numpy as np
 import tensorflow as tf
 
 from tff_noisy.federated import client_work
-from tff_noisy.methods.fedds.diagnostics import Reliabilities
 from tff_noisy.federated.client_parts import CrossEntropy, Proximal
+from tff_noisy.methods.noisy_clients import ClientScores
 from tff_noisy.methods.recipe import Recipe, ServerStep
 from tff_noisy.ops import dawid_skene
 from tff_noisy.ops import dawid_skene_tf as ds_tf
@@ -188,9 +188,9 @@ class DawidSkeneWeighting(ServerStep):
     scores = np.array([reliability.get(cid, 0.0) for cid in client_ids])
     if self.params.weight_mode == 'reliability_x_n':
       scores = scores * np.array([float(r.update_weight) for r in results])
-    diagnostics.update(reliabilities=Reliabilities({cid: float(r)
-                                                   for cid, r in reliability.items()}),
-                       fedds_em_iterations=iterations)
+    diagnostics.update(reliabilities=ClientScores(
+        'reliabilities', 'reliability_correlation',
+        {cid: float(r) for cid, r in reliability.items()}), fedds_em_iterations=iterations)
     return dawid_skene.reliability_weights(scores), diagnostics
 
   def __call__(self, round_num, state, client_ids, client_states, server):
