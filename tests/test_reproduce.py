@@ -280,12 +280,13 @@ def test_maskedoptim_s_robust_aggregator_rows_are_fedavg_with_kappa_0_3(monkeypa
       assert run.config.data_hash() == by_name['fedavg'].config.data_hash()
 
 
-# The methods each shipped cpu scale ran for its committed report (docs/papers/reports):
+# The methods each shipped cpu scale ran for its committed report (docs/papers/reports;
+# FedDS Table 5's FedAvg and FedDS cells are its Table 4 report's):
 # mapping more of a paper's rows adds methods to a scale, never removes or renames these,
 # so a --resume of those grids keeps every finished cell.
 _CPU_METHODS = {
     ('fedds', 'table4_mnist'): ['fedavg', 'fedds', 'fedprox', 'fedds_fedprox'],
-    ('fedds', 'table5_mnist'): ['fedavg', 'fedds'],  # Table 4's cells (test below).
+    ('fedds', 'table5_mnist'): ['fedavg', 'fedds'],
     ('fedefc', 'table2_mnist'): ['fedavg', 'fedprox', 'confident_learning',
                                  'forward_correction', 'fedefc'],
     ('fedln', 'table1_fmnist'): ['fedavg', 'label_smoothing', 'bi_tempered',

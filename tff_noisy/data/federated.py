@@ -1,7 +1,7 @@
 """The federated build: one config and seed give byte-identical client data, cached.
 
 Order: load source -> class-balanced ``train_subset`` -> first ``test_subset`` test
-examples -> stratified unlabelled public split -> partition -> per-client noise. The
+examples -> stratified public split -> partition -> per-client noise. The
 result is saved with ``np.savez`` (no pickle) under ``<cache>/<config.data_hash()>/``,
 where <cache> is ``data.cache_dir``, else ``$TFF_NOISY_CACHE``, else
 ``~/.cache/tff-noisy``, and the SHA-256 of its arrays is written after it. The next build
@@ -263,7 +263,7 @@ def _build_arrays(config: ExperimentConfig) -> dict:
                       + 0.5).astype(np.int64)
     public = _sample_per_class(labels, counts, partition_lib.generator(seed, _PUBLIC))
     arrays['x_public'] = dataset.x_train[pool[public]]
-    arrays['y_public_true'] = dataset.y_train[pool[public]]
+    arrays['y_public_true'] = dataset.y_train[pool[public]]  # The cache's name of y_public.
     pool = np.delete(pool, public)
 
   parts = partition_lib.partition(dataset.y_train[pool], config.partition, seed)

@@ -44,8 +44,9 @@ def weights(local_data_losses, benchmark_losses, sizes, *, alpha: float,
   """The round's weights from each client's LL_k, LS_k and n_k (module doc).
 
   A client with a non-finite loss or no examples is unusable: weight 0, left out of the
-  softmax. Fewer than 2 usable clients (a lone client's credibility is 1 - 1 = 0) or a
-  zero total: the usable clients are weighted by their examples and ``status`` says so.
+  softmax. With J >= 2 usable clients the credibilities sum to J - 1 > 0; with fewer (a
+  lone client's credibility is 1 - 1 = 0) the usable clients are weighted by their
+  examples and ``status`` says so.
   """
   mutual = mutual_cross_entropy(local_data_losses, benchmark_losses)
   sizes = np.asarray(sizes, np.float64)
@@ -55,8 +56,7 @@ def weights(local_data_losses, benchmark_losses, sizes, *, alpha: float,
   if usable.sum() >= 2:
     scores[usable] = credibility(mutual[usable], alpha)
     result[usable] = scores[usable] * (sizes[usable] if times_examples else 1.0)
-    if result.sum() > 0:
-      return Weights(result / result.sum(), scores, OK)
+    return Weights(result / result.sum(), scores, OK)
   result = np.where(usable, sizes, 0.0)
   total = result.sum()
   return Weights(result / total if total > 0 else result, scores, TOO_FEW)

@@ -3,6 +3,7 @@ between the global model on its data and its local model on the server's clean l
 benchmark set, as its aggregation weight (FedDS Table 5's row; docs/methods.md)."""
 
 import dataclasses
+import math
 
 from tff_noisy.methods.common import MethodSpec
 from tff_noisy.methods.noisy_clients import ClientScoreSection
@@ -16,7 +17,8 @@ class FocusParams(Params):
   times_examples: bool = described(True, 'Weights C_k n_k (True) or C_k alone.')
 
   def check(self, rounds):
-    require(self.alpha > 0, 'alpha', 'a number > 0', self.alpha)
+    require(math.isfinite(self.alpha) and self.alpha > 0, 'alpha', 'a finite number > 0',
+            self.alpha)
     super().check(rounds)
 
 

@@ -74,6 +74,7 @@ class CredibilityWeighting(ServerStep):
         server.process.get_model_weights(state), datasets)]
 
     def weigh(results, global_weights):
+      # FOCUS's parts leave the update unscaled, so global - update is the local model.
       benchmark_losses = [
           float(self.benchmark_loss(tf.nest.map_structure(np.subtract, global_weights,
                                                           r.update), [self.benchmark])[0])
