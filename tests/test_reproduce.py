@@ -735,6 +735,7 @@ def test_the_committed_cells_are_kept_by_a_resume_of_their_table():
   # study's grids are the table's lsc or fedln_nnc row under
   # ``--set method.params.encoder=...`` (FedLN's at its three cpu settings).
   assert kept == {'fedds_table4_mnist_cpu': 72,
+                  'fedds_table5_mnist_cpu': 27,
                   'fedefc_table2_mnist_cpu': 24,
                   'fedln_table1_fmnist_cpu': 63,
                   'fedln_table1_fmnist_cpu_control_encoder': 9,
