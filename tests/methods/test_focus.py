@@ -64,7 +64,8 @@ def test_a_run_without_a_labelled_public_set_stops_before_any_work():
     validation.validate_experiment(_config(public_fraction=0.0))
   with pytest.raises(config_lib.ConfigError, match='method.params.alpha'):
     validation.validate_experiment(_config(alpha=0.0))
-  with pytest.raises(config_lib.ConfigError, match='method.params.alpha: needs a finite number > 0, got inf'):
+  with pytest.raises(config_lib.ConfigError,
+                     match='method.params.alpha: needs a finite number > 0, got inf'):
     validation.validate_experiment(_config(alpha=float('inf')))
   rng = np.random.default_rng(0)
   clients = {f'c{i}': (rng.normal(size=(8, 6)), rng.integers(0, 3, 8)) for i in range(2)}
