@@ -462,19 +462,25 @@ class _Terminated(KeyboardInterrupt):
   """SIGTERM, raised in the main thread like Ctrl-C's KeyboardInterrupt."""
 
 
-# SIGTERM is a stop request: where the main thread runs ordinary code it unwinds there as
-# _Terminated; inside a garbage-collection callback or a finalizer, whose exceptions Python
-# discards, it is retried every _RETRY seconds (SIGALRM) until the code is ordinary; and a
-# command that returns with a stop still pending ends as terminated, never with status 0.
+# Ctrl-C (SIGINT) and SIGTERM are stop requests: where the main thread runs ordinary code
+# the command unwinds there (KeyboardInterrupt, _Terminated); inside a garbage-collection
+# callback or a finalizer, whose exceptions Python prints and drops, the stop is retried
+# every _RETRY seconds (SIGALRM) until the code is ordinary; and a command that returns with
+# a stop still pending ends as stopped, never with status 0.
 _RETRY = 0.05
-_STOP = {'pending': False, 'accepted': False}  # accepted: while the command runs.
-_MAIN_PID = [None]  # The process whose SIGTERM unwinds as _Terminated.
+_STOP = {'pending': None, 'accepted': False}  # pending: the signal; accepted: command runs.
+_MAIN_PID = [None]  # The process whose stop requests unwind the command.
+_STOPPED_BY = {signal.SIGINT: (130, 'interrupted'),
+               signal.SIGTERM: (143, 'terminated (SIGTERM)')}
 
 
-def _terminate(_signum=None, frame=None):
-  if os.getpid() != _MAIN_PID[0]:  # A forked pool worker (cleanlab's) its pool stops:
-    os._exit(128 + signal.SIGTERM)  # it ends quietly, no traceback.
-  _STOP['pending'] = True
+def _stop_requested(signum=signal.SIGTERM, frame=None):
+  """The handler of SIGTERM and of Ctrl-C's SIGINT (when Python's own handler had it)."""
+  if os.getpid() != _MAIN_PID[0]:  # A forked pool worker (cleanlab's):
+    if signum == signal.SIGINT:
+      signal.default_int_handler(signum, frame)  # Python's own Ctrl-C.
+    os._exit(128 + signal.SIGTERM)  # Its pool stops it: it ends quietly, no traceback.
+  _STOP['pending'] = _STOP['pending'] or signum
   _stop_if_safe(frame)
 
 
@@ -484,7 +490,7 @@ def _retry_stop(_signum, frame):
 
 
 def _stop_if_safe(frame):
-  """Raises _Terminated unless ``frame`` runs inside a GC callback or finalizer (or
+  """Raises the pending stop unless ``frame`` runs inside a GC callback or finalizer (or
   the command has returned); then retries after _RETRY seconds."""
   if not _STOP['accepted']:
     return
@@ -492,7 +498,11 @@ def _stop_if_safe(frame):
     signal.setitimer(signal.ITIMER_REAL, _RETRY)
     return
   signal.setitimer(signal.ITIMER_REAL, 0)
-  raise _Terminated
+  _raise_pending_stop()
+
+
+def _raise_pending_stop():
+  raise _Terminated if _STOP['pending'] == signal.SIGTERM else KeyboardInterrupt
 
 
 def _in_finalizer(frame) -> bool:
@@ -509,23 +519,26 @@ def _in_finalizer(frame) -> bool:
 
 
 def _quiet_dropped_stop(unraisable, default_hook=sys.unraisablehook):
-  """A _Terminated that Python dropped anyway (a weakref callback): retried, unprinted."""
-  if isinstance(unraisable.exc_value, _Terminated):
+  """A stop that Python dropped anyway (a weakref callback): retried, unprinted."""
+  if _STOP['pending'] and isinstance(unraisable.exc_value, KeyboardInterrupt):
     signal.setitimer(signal.ITIMER_REAL, _RETRY)
     return
   default_hook(unraisable)
 
 
 def _accept_stops(accepted: bool) -> None:
-  """While the command runs (True) a SIGTERM stops it; after it returns (False) a SIGTERM
-  unwinds nothing more, so that the exit handlers run whole."""
+  """While the command runs (True) SIGTERM and Ctrl-C stop it; after it returns (False) they
+  unwind nothing more, so that the exit handlers run whole. A SIGINT that the command was
+  started ignoring (``cmd &``) stays ignored."""
   _STOP['accepted'] = accepted
   if not accepted:
     signal.setitimer(signal.ITIMER_REAL, 0)
     return
-  _STOP['pending'] = False
+  _STOP['pending'] = None
   _MAIN_PID[0] = os.getpid()
-  signal.signal(signal.SIGTERM, _terminate)
+  signal.signal(signal.SIGTERM, _stop_requested)
+  if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+    signal.signal(signal.SIGINT, _stop_requested)
   signal.signal(signal.SIGALRM, _retry_stop)
   if getattr(sys.unraisablehook, 'func', None) is not _quiet_dropped_stop:
     sys.unraisablehook = functools.partial(_quiet_dropped_stop,
@@ -537,7 +550,7 @@ def main(argv=None) -> None:
   line."""
   args = _parser().parse_args(argv)
   _quiet_libraries(getattr(args, 'verbose', False))
-  # SIGTERM unwinds through Python like Ctrl-C: the run directory's lock is released and
+  # SIGTERM and Ctrl-C unwind through Python: the run directory's lock is released and
   # TFF's worker stopped at exit. Python runs the handler once the running TensorFlow or
   # TFF call returns: between clients on the tf runtime, after the round's computation on
   # tff (see _stop_if_safe).
@@ -552,14 +565,15 @@ def main(argv=None) -> None:
     extensions.import_modules(getattr(args, 'imports', []), '--import')
     args.func(args)
     if _STOP['pending']:  # Asked to stop where it could not unwind: not a success.
-      raise _Terminated
+      _raise_pending_stop()
   except _Terminated:
     _exit(143, f'terminated (SIGTERM){hint}')
   except KeyboardInterrupt:
     _exit(130, f'interrupted{hint}')
   except Exception as e:  # pylint: disable=broad-except
     if _STOP['pending']:  # The stop, turned into another error by the code it unwound
-      _exit(143, f'terminated (SIGTERM){hint}')  # (TensorFlow's, half-way through a call).
+      status, said = _STOPPED_BY[_STOP['pending']]  # (TensorFlow's, half-way through a
+      _exit(status, f'{said}{hint}')  # call).
     if isinstance(e, (errors.UserError, sources.DatasetError, FileNotFoundError)):
       _exit(2, e)
     raise

@@ -135,56 +135,80 @@ def test_a_forked_pool_worker_ends_quietly_on_sigterm(monkeypatch, stops_accepte
   child = os.fork()
   if child == 0:  # The worker: not the main process.
     try:
-      cli._terminate()  # pylint: disable=protected-access
+      cli._stop_requested()  # pylint: disable=protected-access
     finally:
       os._exit(1)  # Reached only if the handler returned or raised.
   _, status = os.waitpid(child, 0)
   assert os.WEXITSTATUS(status) == 143
   with pytest.raises(cli._Terminated):  # pylint: disable=protected-access
-    cli._terminate()  # pylint: disable=protected-access
+    cli._stop_requested()  # pylint: disable=protected-access
 
 
 @pytest.fixture
 def stops_accepted():
   """``main``'s stop handling installed in this process, and then undone."""
-  saved = (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGALRM),
-           sys.unraisablehook)
+  saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT,
+                                                   signal.SIGALRM)}
+  hook = sys.unraisablehook
+  signal.signal(signal.SIGINT, signal.default_int_handler)  # As in a terminal.
   cli._accept_stops(True)  # pylint: disable=protected-access
   yield
   cli._accept_stops(False)  # pylint: disable=protected-access
-  signal.signal(signal.SIGTERM, saved[0])
-  signal.signal(signal.SIGALRM, saved[1])
-  sys.unraisablehook = saved[2]
+  for sig, handler in saved.items():
+    signal.signal(sig, handler)
+  sys.unraisablehook = hook
 
 
-def _sigterm_and_run_on(done):
-  os.kill(os.getpid(), signal.SIGTERM)
+def _signal_and_run_on(done, sent=signal.SIGTERM):
+  os.kill(os.getpid(), sent)
   for _ in range(100_000):  # Python runs the handler here, in the callback.
     pass
   done.append(True)
 
 
-def test_a_sigterm_inside_a_gc_callback_stops_at_the_next_ordinary_code(stops_accepted,
-                                                                         capsys):
-  """A SIGTERM raised inside a GC callback would be printed and dropped (jax's, during
-  ``export --verify``): the callback runs on, the stop unwinds just after it."""
+@pytest.mark.parametrize('sent, stop', [(signal.SIGTERM, cli._Terminated),  # pylint: disable=protected-access
+                                        (signal.SIGINT, KeyboardInterrupt)])
+def test_a_stop_inside_a_gc_callback_stops_at_the_next_ordinary_code(stops_accepted, capsys,
+                                                                     sent, stop):
+  """A SIGTERM or Ctrl-C raised inside a GC callback would be printed and dropped (jax's,
+  during ``export --verify`` and during training on the tf runtime): the callback runs on,
+  the stop unwinds just after it, as the kind of stop it was."""
   done = []
 
   def callback(phase, _):
     if phase == 'start' and not done:
-      _sigterm_and_run_on(done)
+      _signal_and_run_on(done, sent)
 
   gc.callbacks.append(callback)
   try:
-    with pytest.raises(cli._Terminated):  # pylint: disable=protected-access
+    with pytest.raises(stop) as raised:
       gc.collect()
       deadline = time.monotonic() + 10
       while time.monotonic() < deadline:
         time.sleep(0.01)
   finally:
     gc.callbacks.remove(callback)
-  assert done == [True]
+  assert done == [True] and raised.type is stop
   assert 'Exception ignored' not in capsys.readouterr().err
+
+
+def test_a_sigint_the_command_was_started_ignoring_stays_ignored(monkeypatch):
+  """`cmd &` starts a command with SIGINT ignored: taking it over would let the terminal's
+  Ctrl-C stop a background job."""
+  saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT,
+                                                   signal.SIGALRM)}
+  monkeypatch.setattr(sys, 'unraisablehook', sys.unraisablehook)
+  try:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    cli._accept_stops(True)  # pylint: disable=protected-access
+    assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    cli._accept_stops(True)  # pylint: disable=protected-access
+    assert signal.getsignal(signal.SIGINT) is cli._stop_requested  # pylint: disable=protected-access
+  finally:
+    cli._accept_stops(False)  # pylint: disable=protected-access
+    for sig, handler in saved.items():
+      signal.signal(sig, handler)
 
 
 class _SignalsWhenCollected:
@@ -192,7 +216,7 @@ class _SignalsWhenCollected:
     self.done = done
 
   def __del__(self):
-    _sigterm_and_run_on(self.done)
+    _signal_and_run_on(self.done)
 
 
 def test_a_command_that_returns_with_a_stop_pending_ends_as_terminated(monkeypatch, capsys):
@@ -224,7 +248,7 @@ def test_a_stop_that_the_unwound_code_turned_into_another_error_ends_as_terminat
   raised an error of its own instead (at 97% of ``export --verify``): status 143 and the
   one line, not a traceback and status 1."""
   def command(_):
-    cli._terminate(signal.SIGTERM, None)  # pylint: disable=protected-access
+    cli._stop_requested(signal.SIGTERM, None)  # pylint: disable=protected-access
   def turned(_):
     try:
       command(_)
