@@ -621,9 +621,9 @@ def cli() -> None:
       status = 1
   atexit._run_exitfuncs()  # pylint: disable=protected-access
   if _STOP['pending'] and status == 0:  # After the command returned: never a success.
-    print(f'{errors.PROG}: error: terminated (SIGTERM) as it was ending; what it printed '
-          'above is complete', file=sys.stderr)
-    status = 143
+    status, said = _STOPPED_BY[_STOP['pending']]
+    print(f'{errors.PROG}: error: {said} as it was ending; what it printed above is '
+          'complete', file=sys.stderr)
   sys.stdout.flush()
   sys.stderr.flush()
   os._exit(status)

@@ -283,26 +283,29 @@ from experiments import run
 run.cli()
 """
 
-_KILLED_WHILE_ENDING = """
+_STOPPED_WHILE_ENDING = """
 import atexit, os, signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)  # As in a terminal.
 from experiments import run
-atexit.register(lambda: os.kill(os.getpid(), signal.SIGTERM))  # After the command returns.
+atexit.register(lambda: os.kill(os.getpid(), signal.{}))  # After the command returns.
 sys.argv = ['tff-noisy', 'list', 'methods']
 run.cli()
 """
 
 
-@pytest.mark.parametrize('script, line', [
-    (_KILLED_WHILE_IMPORTING, 'tff-noisy: error: terminated (SIGTERM)'),
-    (_KILLED_WHILE_ENDING, 'tff-noisy: error: terminated (SIGTERM) as it was ending; what '
-     'it printed above is complete'),
+@pytest.mark.parametrize('script, status, line', [
+    (_KILLED_WHILE_IMPORTING, 143, 'tff-noisy: error: terminated (SIGTERM)'),
+    (_STOPPED_WHILE_ENDING.format('SIGTERM'), 143, 'tff-noisy: error: terminated (SIGTERM) '
+     'as it was ending; what it printed above is complete'),
+    (_STOPPED_WHILE_ENDING.format('SIGINT'), 130, 'tff-noisy: error: interrupted as it was '
+     'ending; what it printed above is complete'),
 ])
-def test_a_sigterm_before_or_after_the_command_ends_it_as_terminated(script, line):
+def test_a_stop_before_or_after_the_command_ends_it_as_stopped(script, status, line):
   """While its modules load (before, the signal's default action killed it without a
   word) and after it returned (before, status 0)."""
   done = subprocess.run([sys.executable, '-c', script], cwd=_ROOT, capture_output=True,
                         text=True, timeout=60)
-  assert done.returncode == 143, (done.returncode, done.stderr)
+  assert done.returncode == status, (done.returncode, done.stderr)
   assert done.stderr.splitlines()[-1] == line, done.stderr
   assert 'Traceback' not in done.stderr
 
