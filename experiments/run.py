@@ -620,13 +620,22 @@ def cli() -> None:
       print(e.code, file=sys.stderr)
       status = 1
   atexit._run_exitfuncs()  # pylint: disable=protected-access
-  if _STOP['pending'] and status == 0:  # After the command returned: never a success.
-    status, said = _STOPPED_BY[_STOP['pending']]
-    print(f'{errors.PROG}: error: {said} as it was ending; what it printed above is '
-          'complete', file=sys.stderr)
   sys.stdout.flush()
   sys.stderr.flush()
+  # From here a stop signal is held back until the exit: one that came before is counted.
+  signal.pthread_sigmask(signal.SIG_BLOCK, set(_STOPPED_BY))
+  stop = _pending_stop()
+  if stop and status == 0:  # After the command returned: never a success.
+    status, said = _STOPPED_BY[stop]
+    os.write(2, f'{errors.PROG}: error: {said} as it was ending; what it printed above is '
+             'complete\n'.encode())
   os._exit(status)
+
+
+def _pending_stop():
+  """The stop signal received so far (a function, so that Python has run the handlers of
+  signals that arrived before the caller blocked them)."""
+  return _STOP['pending']
 
 
 if __name__ == '__main__':
