@@ -565,15 +565,12 @@ def main(argv=None) -> None:
     extensions.import_modules(getattr(args, 'imports', []), '--import')
     args.func(args)
     if _STOP['pending']:  # Asked to stop where it could not unwind: not a success.
-      _raise_pending_stop()
-  except _Terminated:
-    _exit(143, f'terminated (SIGTERM){hint}')
-  except KeyboardInterrupt:
-    _exit(130, f'interrupted{hint}')
+      _exit_stopped(_STOP['pending'], hint)
+  except KeyboardInterrupt as stop:  # Ctrl-C's, or SIGTERM's _Terminated.
+    _exit_stopped(signal.SIGTERM if isinstance(stop, _Terminated) else signal.SIGINT, hint)
   except Exception as e:  # pylint: disable=broad-except
     if _STOP['pending']:  # The stop, turned into another error by the code it unwound
-      status, said = _STOPPED_BY[_STOP['pending']]  # (TensorFlow's, half-way through a
-      _exit(status, f'{said}{hint}')  # call).
+      _exit_stopped(_STOP['pending'], hint)  # (TensorFlow's, half-way through a call).
     if isinstance(e, (errors.UserError, sources.DatasetError, FileNotFoundError)):
       _exit(2, e)
     raise
@@ -593,6 +590,11 @@ def _refuse_undecoded_paths(args) -> None:
         shown = os.fsencode(path).decode('utf-8', 'backslashreplace')
         raise errors.UserError(f"--{option}: '{shown}' is not UTF-8; give a directory "
                                'whose name is') from None
+
+
+def _exit_stopped(signum: int, hint: str) -> None:
+  status, said = _STOPPED_BY[signum]
+  _exit(status, f'{said}{hint}')
 
 
 def _exit(status: int, message) -> None:

@@ -154,18 +154,23 @@ def test_a_forked_pool_worker_ends_quietly_on_sigterm(monkeypatch, stops_accepte
 
 
 @pytest.fixture
-def stops_accepted():
-  """``main``'s stop handling installed in this process, and then undone."""
+def handlers_restored(monkeypatch):
+  """The signal handlers and unraisable hook that ``main``'s stop handling replaces, put
+  back after the test."""
   saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT,
                                                    signal.SIGALRM)}
-  hook = sys.unraisablehook
-  signal.signal(signal.SIGINT, signal.default_int_handler)  # As in a terminal.
-  cli._accept_stops(True)  # pylint: disable=protected-access
+  monkeypatch.setattr(sys, 'unraisablehook', sys.unraisablehook)
   yield
   cli._accept_stops(False)  # pylint: disable=protected-access
   for sig, handler in saved.items():
     signal.signal(sig, handler)
-  sys.unraisablehook = hook
+
+
+@pytest.fixture
+def stops_accepted(handlers_restored):  # pylint: disable=redefined-outer-name,unused-argument
+  """``main``'s stop handling installed in this process, and then undone."""
+  signal.signal(signal.SIGINT, signal.default_int_handler)  # As in a terminal.
+  cli._accept_stops(True)  # pylint: disable=protected-access
 
 
 def _signal_and_run_on(done, sent=signal.SIGTERM):
@@ -175,8 +180,10 @@ def _signal_and_run_on(done, sent=signal.SIGTERM):
   done.append(True)
 
 
-@pytest.mark.parametrize('sent, stop', [(signal.SIGTERM, cli._Terminated),  # pylint: disable=protected-access
-                                        (signal.SIGINT, KeyboardInterrupt)])
+@pytest.mark.parametrize('sent, stop', [
+    (signal.SIGTERM, cli._Terminated),  # pylint: disable=protected-access
+    (signal.SIGINT, KeyboardInterrupt),
+])
 def test_a_stop_inside_a_gc_callback_stops_at_the_next_ordinary_code(stops_accepted, capsys,
                                                                      sent, stop):
   """A SIGTERM or Ctrl-C raised inside a GC callback would be printed and dropped (jax's,
@@ -201,23 +208,16 @@ def test_a_stop_inside_a_gc_callback_stops_at_the_next_ordinary_code(stops_accep
   assert 'Exception ignored' not in capsys.readouterr().err
 
 
-def test_a_sigint_the_command_was_started_ignoring_stays_ignored(monkeypatch):
+@pytest.mark.usefixtures('handlers_restored')
+def test_a_sigint_the_command_was_started_ignoring_stays_ignored():
   """`cmd &` starts a command with SIGINT ignored: taking it over would let the terminal's
   Ctrl-C stop a background job."""
-  saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT,
-                                                   signal.SIGALRM)}
-  monkeypatch.setattr(sys, 'unraisablehook', sys.unraisablehook)
-  try:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    cli._accept_stops(True)  # pylint: disable=protected-access
-    assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    cli._accept_stops(True)  # pylint: disable=protected-access
-    assert signal.getsignal(signal.SIGINT) is cli._stop_requested  # pylint: disable=protected-access
-  finally:
-    cli._accept_stops(False)  # pylint: disable=protected-access
-    for sig, handler in saved.items():
-      signal.signal(sig, handler)
+  signal.signal(signal.SIGINT, signal.SIG_IGN)
+  cli._accept_stops(True)  # pylint: disable=protected-access
+  assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+  signal.signal(signal.SIGINT, signal.default_int_handler)
+  cli._accept_stops(True)  # pylint: disable=protected-access
+  assert signal.getsignal(signal.SIGINT) is cli._stop_requested  # pylint: disable=protected-access
 
 
 class _SignalsWhenCollected:
